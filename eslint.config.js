@@ -1,0 +1,27 @@
+// Flat config: typescript-eslint's recommended rules over every TypeScript source.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test/fixtures/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': 'error',
+      'no-console': 'off',
+    },
+  },
+  {
+    // Only the composition root and the CLI may read the environment or exit (DESIGN.md rule 5).
+    files: ['src/**/*.ts'],
+    ignores: ['src/main.ts', 'src/cli/**'],
+    rules: {
+      'no-restricted-properties': ['error',
+        { object: 'process', property: 'env', message: 'Only src/main.ts and src/cli/ read process.env.' },
+        { object: 'process', property: 'exit', message: 'Only src/main.ts and src/cli/ call process.exit.' }],
+    },
+  },
+);

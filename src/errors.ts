@@ -1,0 +1,111 @@
+/**
+ * One error class for the whole daemon, with a stable code registry.
+ *
+ * Codes are part of the public contract (socket API, CLI exit paths, README table). A test keeps
+ * the README's error-code table and this registry equal, so add a row there when you add one here.
+ */
+
+export interface ErrorCodeInfo {
+  /** HTTP status used when this error crosses the socket or TCP API. */
+  readonly httpStatus: number;
+  /** Whether retrying the same request later can succeed without changing it. */
+  readonly retryable: boolean;
+  /** One-line meaning, mirrored in the README table. */
+  readonly meaning: string;
+}
+
+export const ERROR_CODES = {
+  invalid_input: { httpStatus: 400, retryable: false, meaning: 'A request, argument or file failed validation; the message names the field.' },
+  invalid_config: { httpStatus: 500, retryable: false, meaning: 'Configuration is invalid; fatal at start-up.' },
+  not_found: { httpStatus: 404, retryable: false, meaning: 'No task, run or route with that id.' },
+  method_not_allowed: { httpStatus: 405, retryable: false, meaning: 'The route exists but not for this HTTP method.' },
+  payload_too_large: { httpStatus: 413, retryable: false, meaning: 'Request body over the API limit.' },
+  unauthorized: { httpStatus: 401, retryable: false, meaning: 'Missing or invalid bearer API key.' },
+  forbidden: { httpStatus: 403, retryable: false, meaning: 'The key is valid but not allowed here (personal or copilot key).' },
+  conflict: { httpStatus: 409, retryable: false, meaning: 'Idempotency key reused with a different payload, or a state conflict.' },
+  invalid_transition: { httpStatus: 409, retryable: false, meaning: 'A state change the task state machine does not allow.' },
+  task_not_terminal: { httpStatus: 409, retryable: true, meaning: 'The task has not reached a terminal state yet.' },
+  inline_limit_exceeded: { httpStatus: 422, retryable: false, meaning: 'delivery:"inline" asked for an answer above the 49152-byte inline limit; nothing was truncated.' },
+  artifact_error: { httpStatus: 500, retryable: false, meaning: 'A committed result failed verification (digest mismatch, missing file).' },
+  prompt_budget_exceeded_forecast: { httpStatus: 422, retryable: false, meaning: 'Preflight forecast exceeds the prompt budget; no child was started.' },
+  prompt_budget_exceeded_measured: { httpStatus: 422, retryable: false, meaning: 'The exact prompt of a stage exceeds the budget; checked before launch.' },
+  child_event_invalid: { httpStatus: 500, retryable: false, meaning: 'A child\'s sealed tool-call log or seal failed verification.' },
+  child_output_cap: { httpStatus: 500, retryable: false, meaning: 'A stage\'s output exceeded its byte cap; the output is preserved, never truncated.' },
+  child_failed: { httpStatus: 500, retryable: false, meaning: 'A child exited abnormally, crashed or produced no answer.' },
+  child_timeout: { httpStatus: 500, retryable: false, meaning: 'A child hit its wall or idle timeout and was killed.' },
+  child_limit_exceeded: { httpStatus: 500, retryable: false, meaning: 'A child exceeded a request, tool-call or byte limit.' },
+  launch_failed: { httpStatus: 500, retryable: true, meaning: 'A sandbox could not be created (retried once if transient).' },
+  sandbox_unavailable: { httpStatus: 503, retryable: false, meaning: 'No sandbox backend is usable; the message names what to install.' },
+  evaluation_invalid: { httpStatus: 500, retryable: false, meaning: 'The evaluator output failed the schema after its one repair.' },
+  merge_invalid: { httpStatus: 500, retryable: false, meaning: 'The merger output is empty or mentions fusion internals.' },
+  model_error: { httpStatus: 502, retryable: true, meaning: 'A model provider failed (after retries).' },
+  supervisor_restarted: { httpStatus: 500, retryable: false, meaning: 'The daemon restarted while the task ran and it could not resume.' },
+  cancelled: { httpStatus: 409, retryable: false, meaning: 'The task was cancelled.' },
+  daemon_unavailable: { httpStatus: 503, retryable: true, meaning: 'No daemon answers on the socket.' },
+  shutting_down: { httpStatus: 503, retryable: true, meaning: 'The daemon is shutting down and accepts no new work.' },
+  store_error: { httpStatus: 500, retryable: true, meaning: 'The SQLite store failed.' },
+  internal_error: { httpStatus: 500, retryable: false, meaning: 'An unexpected bug; the log has the details.' },
+  // Egress (SPEC §E3): the twelve typed fetch failures.
+  invalid_url: { httpStatus: 400, retryable: false, meaning: 'Fetch URL could not be parsed, has credentials or no host.' },
+  unsupported_scheme: { httpStatus: 400, retryable: false, meaning: 'Fetch URL is not http(s).' },
+  blocked_address: { httpStatus: 403, retryable: false, meaning: 'The host is localhost/metadata or resolves to a non-public address.' },
+  dns_failure: { httpStatus: 502, retryable: true, meaning: 'DNS lookup failed.' },
+  redirect_limit: { httpStatus: 502, retryable: false, meaning: 'More than 5 redirects.' },
+  redirect_blocked: { httpStatus: 403, retryable: false, meaning: 'A redirect pointed to an unparsable or blocked location.' },
+  response_too_large: { httpStatus: 502, retryable: false, meaning: 'Response over the 4 MiB cap.' },
+  unsupported_content_type: { httpStatus: 415, retryable: false, meaning: 'Media type is not HTML, XHTML, plain text or Markdown.' },
+  request_timeout: { httpStatus: 504, retryable: true, meaning: 'The single 90 s fetch deadline passed.' },
+  network_error: { httpStatus: 502, retryable: true, meaning: 'Connection or protocol failure (including malformed Content-Length).' },
+  extraction_failed: { httpStatus: 502, retryable: false, meaning: 'The body could not be decoded or converted.' },
+  http_error: { httpStatus: 502, retryable: false, meaning: 'The origin answered a non-2xx status (kept in details).' },
+} as const satisfies Record<string, ErrorCodeInfo>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface FusionErrorOptions {
+  stage?: string;
+  retryable?: boolean;
+  details?: Record<string, unknown>;
+  cause?: unknown;
+}
+
+export class FusionError extends Error {
+  readonly code: ErrorCode;
+  readonly stage: string | undefined;
+  readonly retryable: boolean;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, options: FusionErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'FusionError';
+    this.code = code;
+    this.stage = options.stage;
+    this.retryable = options.retryable ?? ERROR_CODES[code].retryable;
+    this.details = options.details ?? {};
+  }
+
+  get httpStatus(): number {
+    return ERROR_CODES[this.code].httpStatus;
+  }
+
+  /** The wire envelope `{"error":{"code","message","details"}}`. */
+  toEnvelope(): { error: { code: ErrorCode; message: string; details: Record<string, unknown> } } {
+    const details = this.stage === undefined ? this.details : { stage: this.stage, ...this.details };
+    return { error: { code: this.code, message: this.message, details } };
+  }
+}
+
+export function isFusionError(value: unknown): value is FusionError {
+  return value instanceof FusionError;
+}
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.prototype.hasOwnProperty.call(ERROR_CODES, value);
+}
+
+/** Wraps anything thrown into a FusionError without losing the original as `cause`. */
+export function toFusionError(err: unknown, fallback: ErrorCode = 'internal_error', stage?: string): FusionError {
+  if (err instanceof FusionError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new FusionError(fallback, message, { cause: err, ...(stage === undefined ? {} : { stage }) });
+}
