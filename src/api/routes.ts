@@ -1,0 +1,200 @@
+/**
+ * The socket API. Every reply is JSON (or NDJSON for event streams); every error is the one
+ * envelope `{"error":{"code","message","details"}}`.
+ *
+ *   GET  /v1/health
+ *   POST /v1/tasks/investigate          {arguments, repo, options?} → 202 receipt
+ *   POST /v1/tasks/research             {arguments, repo, options?} → 202 receipt
+ *   GET  /v1/tasks[?state=&limit=]      list
+ *   GET  /v1/tasks/:id                  status
+ *   GET  /v1/tasks/:id/result[?delivery=auto|inline|artifact]   bg_result (never blocks)
+ *   GET  /v1/tasks/:id/wait[?timeoutMs=]                         long-poll until terminal
+ *   GET  /v1/tasks/:id/events[?after=&follow=]                   NDJSON events
+ *   GET  /v1/events[?follow=]                                     NDJSON events of all tasks
+ *   POST /v1/tasks/:id/cancel
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { FusionError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
+import type { TaskService } from '../tasks/task-service.js';
+import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
+import { readBgResult } from '../tasks/result-reader.js';
+import type { TaskEvent, TaskRecord } from '../store/port.js';
+import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
+
+export interface ApiContext {
+  tasks: TaskService;
+  log: Logger;
+  version: string;
+  startedAt: string;
+  sandbox: () => Promise<Record<string, unknown>>;
+}
+
+const MAX_WAIT_MS = 10 * 60_000;
+
+export function taskView(task: TaskRecord): Record<string, unknown> {
+  return {
+    taskId: task.id,
+    workflow: task.workflow,
+    state: task.state,
+    status: statusOf(task.state),
+    repo: task.repoDir,
+    createdAt: task.createdAt,
+    updatedAt: task.updatedAt,
+    error: task.error,
+    resumeCount: task.resumeCount,
+    usage: task.usage === null ? null : (JSON.parse(task.usage) as unknown),
+  };
+}
+
+function intParam(url: URL, name: string, fallback: number, max: number): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null) return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0) throw new FusionError('invalid_input', `query parameter ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`, { details: { field: name } });
+  return Math.min(n, max);
+}
+
+export function createApiHandler(ctx: ApiContext): (req: IncomingMessage, res: ServerResponse) => void {
+  const log = ctx.log.child({ component: 'api' });
+  return (req, res) => {
+    const started = Date.now();
+    route(ctx, req, res)
+      .catch((err: unknown) => {
+        const fe = sendError(res, err);
+        if (fe.httpStatus >= 500) log.error({ code: fe.code, err: fe.message, url: req.url }, 'request failed');
+      })
+      .finally(() => log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Date.now() - started }, 'request'));
+  };
+}
+
+async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://fusion.local');
+  const parts = url.pathname.split('/').filter(Boolean);
+  const method = req.method ?? 'GET';
+  const allow = (m: string): void => {
+    if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${m}`);
+  };
+  if (parts[0] !== 'v1') throw new FusionError('not_found', `no route ${url.pathname}`);
+
+  if (parts.length === 2 && parts[1] === 'health') {
+    allow('GET');
+    return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox() });
+  }
+  if (parts.length === 2 && parts[1] === 'events') {
+    allow('GET');
+    return streamEvents(ctx, req, res, '*', 0, url.searchParams.get('follow') !== 'false');
+  }
+  if (parts[1] !== 'tasks') throw new FusionError('not_found', `no route ${url.pathname}`);
+
+  if (parts.length === 2) {
+    allow('GET');
+    const stateParam = url.searchParams.get('state');
+    if (stateParam !== null && !isTaskState(stateParam)) throw new FusionError('invalid_input', `state must be a task state, got ${JSON.stringify(stateParam)}`, { details: { field: 'state' } });
+    const tasks = await ctx.tasks.store.listTasks({ ...(stateParam ? { state: stateParam } : {}), limit: intParam(url, 'limit', 100, 1000) });
+    return sendJson(res, 200, { tasks: tasks.map(taskView) });
+  }
+  const id = parts[2]!;
+  if (parts.length === 3 && (id === 'investigate' || id === 'research')) {
+    allow('POST');
+    const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
+    const receipt = await ctx.tasks.submit({ workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}) });
+    return sendJson(res, 202, receipt);
+  }
+  if (parts.length === 3) {
+    allow('GET');
+    return sendJson(res, 200, taskView(await ctx.tasks.get(id)));
+  }
+  const action = parts[3];
+  if (parts.length !== 4) throw new FusionError('not_found', `no route ${url.pathname}`);
+  switch (action) {
+    case 'result': {
+      allow('GET');
+      const delivery = url.searchParams.get('delivery') ?? 'auto';
+      if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
+      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await ctx.tasks.get(id), delivery as DeliveryMode));
+    }
+    case 'wait': {
+      allow('GET');
+      const timeoutMs = intParam(url, 'timeoutMs', 30_000, MAX_WAIT_MS);
+      return sendJson(res, 200, await waitTerminal(ctx, id, timeoutMs, req));
+    }
+    case 'events': {
+      allow('GET');
+      await ctx.tasks.get(id);
+      return streamEvents(ctx, req, res, id, intParam(url, 'after', 0, Number.MAX_SAFE_INTEGER), url.searchParams.get('follow') !== 'false');
+    }
+    case 'cancel': {
+      allow('POST');
+      return sendJson(res, 200, taskView(await ctx.tasks.cancel(id)));
+    }
+    default:
+      throw new FusionError('not_found', `no route ${url.pathname}`);
+  }
+}
+
+async function terminalNotification(ctx: ApiContext, id: string): Promise<TaskEvent | undefined> {
+  const events = await ctx.tasks.store.listEvents(id, 0);
+  return events.find((e) => e.kind === 'terminal');
+}
+
+async function waitTerminal(ctx: ApiContext, id: string, timeoutMs: number, req: IncomingMessage): Promise<Record<string, unknown>> {
+  const done = (task: TaskRecord, event: TaskEvent | undefined): Record<string, unknown> => ({ terminal: isTerminal(task.state), task: taskView(task), notification: event?.data ?? null });
+  let task = await ctx.tasks.get(id);
+  if (isTerminal(task.state)) return done(task, await terminalNotification(ctx, id));
+  await new Promise<void>((resolve) => {
+    let unsubscribe = (): void => undefined;
+    const finish = (): void => {
+      clearTimeout(timer);
+      unsubscribe();
+      req.off('close', finish);
+      resolve();
+    };
+    const timer = setTimeout(finish, timeoutMs);
+    unsubscribe = ctx.tasks.bus.subscribe(id, (e) => {
+      if (e.kind === 'terminal') finish();
+    });
+    req.once('close', finish);
+    // Close the race between the first read and the subscription.
+    void ctx.tasks.get(id).then((t) => isTerminal(t.state) && finish(), finish);
+  });
+  task = await ctx.tasks.get(id);
+  return done(task, isTerminal(task.state) ? await terminalNotification(ctx, id) : undefined);
+}
+
+async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, id: string | '*', after: number, follow: boolean): Promise<void> {
+  res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store' });
+  let lastSeq = after;
+  const buffered: TaskEvent[] = [];
+  let replaying = true;
+  let ended = false;
+  const write = (e: TaskEvent): void => {
+    if (ended || e.seq <= lastSeq) return;
+    lastSeq = e.seq;
+    res.write(`${JSON.stringify(e)}\n`);
+    if (id !== '*' && e.kind === 'terminal') end();
+  };
+  const end = (): void => {
+    if (ended) return;
+    ended = true;
+    unsubscribe();
+    res.end();
+  };
+  const unsubscribe = follow
+    ? ctx.tasks.bus.subscribe(id, (e) => (replaying ? buffered.push(e) : write(e)))
+    : (): void => undefined;
+  req.once('close', end);
+  const history = id === '*' ? [] : await ctx.tasks.store.listEvents(id, after);
+  for (const e of history) write(e);
+  replaying = false;
+  for (const e of buffered.sort((a, b) => a.seq - b.seq)) write(e);
+  if (!follow) end();
+  else if (id !== '*') {
+    const task = await ctx.tasks.get(id);
+    if (isTerminal(task.state) && !ended) {
+      // Terminal before we subscribed and already written above, or an old task: stop here.
+      end();
+    }
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The `Store` port: everything durable. SQL lives only in `store/` (DESIGN.md rule 3); the
+ * rest of the daemon sees these types. Every method is atomic: a method that writes several
+ * rows does so in one transaction, so a crash leaves either all of it or none.
+ */
+import type { TaskState } from '../tasks/state-machine.js';
+import type { Workflow } from '../contracts/constants.js';
+
+export interface TaskError {
+  code: string;
+  message: string;
+  /** The state the task was in when it failed or was cancelled. */
+  state: TaskState;
+}
+
+export interface TaskRecord {
+  id: string;
+  workflow: Workflow;
+  state: TaskState;
+  /** Absolute host path of the repository the task reads. */
+  repoDir: string;
+  /** Canonical input JSON text (SPEC §A7), byte-exact as hashed. */
+  canonicalInput: string;
+  canonicalInputSha256: string;
+  /** Budget plan JSON text written at preflight. */
+  budgetPlan: string;
+  /** Task options JSON text (sandbox backend, model roster, …). */
+  options: string;
+  createdAt: string;
+  updatedAt: string;
+  error: TaskError | null;
+  /** Usage JSON text (tokens per stage and model), null until recorded. */
+  usage: string | null;
+  usageDelivered: boolean;
+  /** How many times restart recovery resumed this task. */
+  resumeCount: number;
+}
+
+export interface NewTask {
+  id: string;
+  workflow: Workflow;
+  repoDir: string;
+  canonicalInput: string;
+  canonicalInputSha256: string;
+  budgetPlan: string;
+  options: string;
+}
+
+export type TaskEventKind = 'transition' | 'progress' | 'terminal';
+
+export interface TaskEvent {
+  /** Monotonic per store, usable as a cursor. */
+  seq: number;
+  taskId: string;
+  at: string;
+  kind: TaskEventKind;
+  /** JSON-serialisable payload (from/to states, stage progress, terminal notification). */
+  data: Record<string, unknown>;
+}
+
+export interface TransitionPatch {
+  error?: TaskError;
+  usage?: string;
+  /** Extra fields for the transition event. */
+  eventData?: Record<string, unknown>;
+}
+
+export interface AttemptRecord {
+  taskId: string;
+  /** `candidate-1`, `evaluator`, `repair`, `merger`. */
+  stage: string;
+  attempt: number;
+  status: 'running' | 'succeeded' | 'failed';
+  startedAt: string;
+  endedAt: string | null;
+  /** JSON text: exit info, error, tarball path and digest. */
+  detail: string | null;
+  tarballPath: string | null;
+  tarballSha256: string | null;
+}
+
+export interface ResultRecord {
+  taskId: string;
+  /** Absolute host path of the answer file. */
+  answerPath: string;
+  answerSha256: string;
+  answerBytes: number;
+  /** Canonical JSON text of the result metadata (engine, stages, digests of attempts…). */
+  metadata: string;
+  metadataSha256: string;
+  committedAt: string;
+}
+
+export interface ListTasksQuery {
+  state?: TaskState;
+  limit?: number;
+}
+
+export interface Store {
+  /** Runs migrations; idempotent. */
+  init(): Promise<void>;
+  close(): Promise<void>;
+
+  /** Inserts the task in `initializing` with its first event, in one transaction. */
+  createTask(task: NewTask): Promise<TaskRecord>;
+  getTask(id: string): Promise<TaskRecord | null>;
+  listTasks(query?: ListTasksQuery): Promise<TaskRecord[]>;
+  listNonTerminalTasks(): Promise<TaskRecord[]>;
+
+  /**
+   * Compare-and-set of the state with its transition event (and a terminal event when `to` is
+   * terminal) in one transaction. Returns the updated task, or null when the task was not in
+   * `from` (someone else moved it). Throws invalid_transition for a move the table forbids.
+   */
+  transitionTask(id: string, from: TaskState, to: TaskState, patch?: TransitionPatch): Promise<TaskRecord | null>;
+  appendEvent(taskId: string, kind: TaskEventKind, data: Record<string, unknown>): Promise<TaskEvent>;
+  listEvents(taskId: string, afterSeq?: number): Promise<TaskEvent[]>;
+  incrementResumeCount(id: string): Promise<number>;
+  saveUsage(id: string, usage: string): Promise<void>;
+  /** Atomically marks usage delivered; true only for the first caller. */
+  claimUsageDelivery(id: string): Promise<boolean>;
+
+  /** Stage checkpoints (candidate answers, anonymisation map, evaluation), keyed per task. */
+  saveCheckpoint(taskId: string, key: string, value: string): Promise<void>;
+  getCheckpoint(taskId: string, key: string): Promise<string | null>;
+
+  startAttempt(taskId: string, stage: string): Promise<AttemptRecord>;
+  finishAttempt(
+    taskId: string,
+    stage: string,
+    attempt: number,
+    outcome: { status: 'succeeded' | 'failed'; detail?: string; tarballPath?: string; tarballSha256?: string },
+  ): Promise<void>;
+  listAttempts(taskId: string): Promise<AttemptRecord[]>;
+
+  /** Commits the result and moves `merging → completed` in one transaction; null if the task was not merging. */
+  commitResult(result: ResultRecord, patch?: TransitionPatch): Promise<TaskRecord | null>;
+  getResult(taskId: string): Promise<ResultRecord | null>;
+}

@@ -1,0 +1,35 @@
+/**
+ * Small crash-safe file helpers: a file that a receipt or a commit depends on is fsynced with
+ * its directory before the caller is told it exists.
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync, constants } from 'node:fs';
+import { dirname } from 'node:path';
+
+export function fsyncDir(dir: string): void {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** mkdir -p with a mode, fsyncing the parent of each created level. */
+export function mkdirDurable(dir: string, mode = 0o700): void {
+  const created = mkdirSync(dir, { recursive: true, mode });
+  if (created !== undefined) fsyncDir(dirname(dir));
+}
+
+/** Writes via a temp file + rename, fsyncing the file and its directory. */
+export function writeFileDurable(file: string, data: string | Buffer, mode = 0o600): void {
+  const tmp = `${file}.tmp-${process.pid}`;
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, mode);
+  try {
+    writeSync(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+  fsyncDir(dirname(file));
+}

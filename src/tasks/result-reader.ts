@@ -1,0 +1,103 @@
+/**
+ * bg_result (SPEC §F3): never blocks, verifies before delivering, never truncates.
+ *
+ * A committed result is delivered only after the answer file and the metadata recompute to the
+ * digests stored at commit, and every attempt tarball named in the metadata still has its
+ * recorded digest. Usage is attached on the first successful retrieval only.
+ */
+import { readFileSync, lstatSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { FusionError } from '../errors.js';
+import { INLINE_LIMIT_BYTES } from '../contracts/constants.js';
+import type { DeliveryMode } from '../contracts/api.js';
+import type { Store, TaskRecord } from '../store/port.js';
+import { isTerminal, statusOf } from './state-machine.js';
+
+export interface BgResult {
+  taskId: string;
+  workflow: string;
+  state: string;
+  /** The workflow state while running (`state` is then 'running', SPEC §F3). */
+  stage?: string;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  delivery: 'none' | 'inline' | 'artifact';
+  answer:
+    | { present: false; reason: 'run_did_not_commit' | 'still_running' }
+    | { present: true; bytes: number; sha256: string; verified: true; header: string; text?: string; path?: string };
+  error?: { code: string; message: string; state: string } | null;
+  engine?: string;
+  usage?: unknown;
+}
+
+function sha256(buf: Buffer | string): string {
+  return createHash('sha256').update(buf).digest('hex');
+}
+
+function invalid(reason: string, details: Record<string, unknown> = {}): FusionError {
+  return new FusionError('artifact_error', `fusion committed result invalid: ${reason}`, { details });
+}
+
+function readRegular(path: string, what: string): Buffer {
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch {
+    throw invalid(`${what} is missing`);
+  }
+  if (!st.isFile()) throw invalid(`${what} is not a regular file`);
+  return readFileSync(path);
+}
+
+interface AttemptDigest {
+  stage: string;
+  attempt: number;
+  tarballPath: string;
+  tarballSha256: string;
+}
+
+export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto'): Promise<BgResult> {
+  const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
+  if (!isTerminal(task.state)) {
+    return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
+  }
+  if (task.state !== 'completed') {
+    return { ...base, delivery: 'none', answer: { present: false, reason: 'run_did_not_commit' }, error: task.error };
+  }
+  const result = await store.getResult(task.id);
+  if (!result) throw invalid('the task is completed but no result row exists');
+
+  // Verify before anyone reads a byte of it.
+  if (sha256(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
+  const answer = readRegular(result.answerPath, 'answer file');
+  const answerSha = sha256(answer);
+  if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
+    throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
+  }
+  const metadata = JSON.parse(result.metadata) as { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string };
+  if (metadata.answer_sha256 !== undefined && metadata.answer_sha256 !== answerSha) throw invalid('metadata names a different answer digest');
+  for (const a of metadata.attempts ?? []) {
+    const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
+    if (sha256(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
+  }
+
+  const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
+  const fits = answer.length <= INLINE_LIMIT_BYTES;
+  if (delivery === 'inline' && !fits) {
+    throw new FusionError(
+      'inline_limit_exceeded',
+      `fusion answer is ${answer.length} bytes, above the ${INLINE_LIMIT_BYTES}-byte inline limit. Use delivery:"artifact"; nothing was truncated.`,
+      { details: { bytes: answer.length, limit: INLINE_LIMIT_BYTES } },
+    );
+  }
+  const inline = delivery === 'inline' || (delivery === 'auto' && fits);
+  const usage = task.usage !== null && (await store.claimUsageDelivery(task.id)) ? (JSON.parse(task.usage) as unknown) : undefined;
+  return {
+    ...base,
+    delivery: inline ? 'inline' : 'artifact',
+    answer: inline
+      ? { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, text: answer.toString('utf8') }
+      : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: result.answerPath },
+    ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
+    ...(usage === undefined ? {} : { usage }),
+  };
+}

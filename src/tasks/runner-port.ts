@@ -1,0 +1,34 @@
+/**
+ * What the task layer asks of a workflow. The real implementation lives in `workflow/`; the
+ * composition root passes it in, so `tasks/` never imports a workflow.
+ */
+import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
+import type { TaskState } from './state-machine.js';
+
+export interface TaskControl {
+  readonly taskId: string;
+  readonly store: Store;
+  /** Moves the task from its current state to `to` (CAS). Throws `cancelled` if it was cancelled meanwhile. */
+  transition(to: TaskState, patch?: TransitionPatch): Promise<TaskRecord>;
+  /** Records a progress event (stage started/finished, attempt, counts) and publishes it. */
+  progress(data: Record<string, unknown>): Promise<void>;
+  /** Commits the result and moves merging → completed. */
+  commit(result: Parameters<Store['commitResult']>[0], patch?: TransitionPatch): Promise<TaskRecord>;
+}
+
+export interface TaskRunContext {
+  task: TaskRecord;
+  control: TaskControl;
+  /** Aborted on cancel and on daemon shutdown; every child must be gone when run() settles. */
+  signal: AbortSignal;
+  /** True when restart recovery resumes a task found non-terminal at start-up. */
+  resume: boolean;
+}
+
+export interface TaskRunner {
+  /**
+   * Drives the task to `completed` (through `control.commit`). Throwing a FusionError fails the
+   * task with that code; the task service records it with the state it was in.
+   */
+  run(ctx: TaskRunContext): Promise<void>;
+}

@@ -1,0 +1,283 @@
+/**
+ * The task layer: durable preflight and receipts, dispatch, cancel, restart recovery, and the
+ * bridge between workflow state changes and waiting clients.
+ *
+ * Durability rule: the receipt is returned only after the task row, the canonical input and
+ * the budget plan are committed (fsynced files + a committed SQLite transaction). Everything
+ * that can reject the input runs before anything is created (SPEC §A8).
+ */
+import { randomBytes } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import type { Logger } from '../log.js';
+import { FusionError, toFusionError } from '../errors.js';
+import { TOOL_NAMES, type Workflow } from '../contracts/constants.js';
+import { normalizeToolInput } from '../contracts/tool-input.js';
+import { buildCanonicalInput, canonicalJson, sha256Hex, sourcePolicy } from '../contracts/canonical.js';
+import { receiptText, type Receipt } from '../contracts/api.js';
+import type { TaskOptions } from '../contracts/task-options.js';
+import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
+import { isTerminal, type TaskState } from './state-machine.js';
+import { TaskEventBus } from './event-bus.js';
+import type { Dispatcher } from './dispatcher.js';
+import type { TaskControl, TaskRunner } from './runner-port.js';
+import { assertForecastWithinBudget, planBudget, type BudgetConfig } from './budget.js';
+import { taskPaths } from './paths.js';
+import { mkdirDurable, writeFileDurable } from './durable-fs.js';
+import { join } from 'node:path';
+
+export interface TaskServiceDeps {
+  store: Store;
+  bus: TaskEventBus;
+  dispatcher: Dispatcher;
+  runner: TaskRunner;
+  log: Logger;
+  tasksDir: string;
+  budget?: BudgetConfig;
+  /** How many times restart recovery may resume one task before failing it. */
+  maxResumes?: number;
+  /** How long cancel waits for the task's sandboxes to be gone. */
+  cancelSettleMs?: number;
+}
+
+export interface SubmitRequest {
+  workflow: Workflow;
+  arguments: unknown;
+  repo: string;
+  options?: TaskOptions;
+}
+
+type AbortReason = 'cancel' | 'shutdown';
+
+export class TaskService {
+  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void> }>();
+  private accepting = true;
+  private readonly log: Logger;
+
+  constructor(private readonly deps: TaskServiceDeps) {
+    this.log = deps.log.child({ component: 'tasks' });
+  }
+
+  get bus(): TaskEventBus {
+    return this.deps.bus;
+  }
+
+  get store(): Store {
+    return this.deps.store;
+  }
+
+  async submit(req: SubmitRequest): Promise<Receipt> {
+    if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
+    // 1. Everything that can reject the request, before anything exists.
+    const args = normalizeToolInput(req.workflow, req.arguments);
+    const repoDir = validateRepoDir(req.repo);
+    const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
+    const canonicalText = canonicalJson(canonicalInput);
+    const canonicalSha = sha256Hex(canonicalText);
+    const plan = planBudget(Buffer.byteLength(canonicalText), this.deps.budget);
+    assertForecastWithinBudget(plan);
+
+    // 2. Durable preflight: files fsynced, then the task row committed.
+    const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
+    const paths = taskPaths(this.deps.tasksDir, taskId);
+    mkdirDurable(paths.dir, 0o700);
+    writeFileDurable(paths.inputFile, canonicalText);
+    writeFileDurable(paths.budgetFile, canonicalJson(plan));
+    if (req.workflow === 'research') writeFileDurable(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(canonicalInput)));
+    const task = await this.deps.store.createTask({
+      id: taskId,
+      workflow: req.workflow,
+      repoDir,
+      canonicalInput: canonicalText,
+      canonicalInputSha256: canonicalSha,
+      budgetPlan: canonicalJson(plan),
+      options: canonicalJson(req.options ?? {}),
+    });
+    await this.publishNewEvents(taskId, 0);
+    this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
+
+    // 3. Only now is anything started.
+    this.start(task, false);
+    return {
+      taskId,
+      workflow: req.workflow,
+      state: task.state,
+      createdAt: task.createdAt,
+      requestSha256: canonicalInput.request.sha256,
+      canonicalInputSha256: canonicalSha,
+      text: receiptText(req.workflow, taskId),
+    };
+  }
+
+  async get(taskId: string): Promise<TaskRecord> {
+    const task = await this.deps.store.getTask(taskId);
+    if (!task) throw new FusionError('not_found', `no task with id ${taskId}`, { details: { taskId } });
+    return task;
+  }
+
+  /** Cancels a non-terminal task and waits (bounded) until its sandboxes are gone. Terminal tasks are returned as they are. */
+  async cancel(taskId: string): Promise<TaskRecord> {
+    for (;;) {
+      const task = await this.get(taskId);
+      if (isTerminal(task.state)) return task;
+      const moved = await this.deps.store.transitionTask(taskId, task.state, 'cancelled', {
+        error: { code: 'cancelled', message: `cancelled by request while ${task.state}`, state: task.state },
+      });
+      if (!moved) continue; // state moved under us; read again
+      await this.publishNewEvents(taskId);
+      this.log.info({ taskId, from: task.state }, 'task cancelled');
+      const entry = this.controllers.get(taskId);
+      if (entry) {
+        entry.ac.abort('cancel' satisfies AbortReason);
+        await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
+      }
+      return moved;
+    }
+  }
+
+  /** Resumes or fails every task found non-terminal at start-up. */
+  async recover(): Promise<{ resumed: string[]; failed: string[] }> {
+    const maxResumes = this.deps.maxResumes ?? 1;
+    const resumed: string[] = [];
+    const failed: string[] = [];
+    for (const task of await this.deps.store.listNonTerminalTasks()) {
+      if (task.resumeCount >= maxResumes) {
+        await this.fail(
+          task.id,
+          new FusionError('supervisor_restarted', `the daemon restarted while the task was ${task.state}; it had already been resumed ${task.resumeCount} time(s), so it was not resumed again. Submit it again.`, { stage: task.state }),
+        );
+        failed.push(task.id);
+        continue;
+      }
+      await this.deps.store.incrementResumeCount(task.id);
+      await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'resumed', state: task.state });
+      await this.publishNewEvents(task.id);
+      this.log.warn({ taskId: task.id, state: task.state }, 'resuming task after restart');
+      this.start({ ...task, resumeCount: task.resumeCount + 1 }, true);
+      resumed.push(task.id);
+    }
+    return { resumed, failed };
+  }
+
+  /** Stops accepting work, aborts running tasks (they stay non-terminal for recovery), waits for them. */
+  async shutdown(): Promise<void> {
+    this.accepting = false;
+    for (const { ac } of this.controllers.values()) ac.abort('shutdown' satisfies AbortReason);
+    await Promise.allSettled([...this.controllers.values()].map((c) => c.settled));
+    await this.deps.dispatcher.drain();
+  }
+
+  private start(task: TaskRecord, resume: boolean): void {
+    const ac = new AbortController();
+    let release!: () => void;
+    const settled = new Promise<void>((r) => (release = r));
+    this.controllers.set(task.id, { ac, settled });
+    this.deps.dispatcher.dispatch(task.id, async () => {
+      try {
+        await this.runTask(task, ac, resume);
+      } finally {
+        this.controllers.delete(task.id);
+        release();
+      }
+    });
+  }
+
+  private async runTask(task: TaskRecord, ac: AbortController, resume: boolean): Promise<void> {
+    const control = this.control(task);
+    try {
+      if (ac.signal.aborted) return;
+      await this.deps.runner.run({ task, control, signal: ac.signal, resume });
+      const after = await this.get(task.id);
+      if (!isTerminal(after.state)) {
+        throw new FusionError('internal_error', `the workflow returned without committing a result (state ${after.state})`);
+      }
+    } catch (err) {
+      if (ac.signal.aborted && ac.signal.reason === 'shutdown') {
+        this.log.info({ taskId: task.id }, 'task interrupted by shutdown; left for restart recovery');
+        return;
+      }
+      const fe = toFusionError(err);
+      if (fe.code === 'cancelled' || (ac.signal.aborted && ac.signal.reason === 'cancel')) return;
+      await this.fail(task.id, fe);
+    }
+  }
+
+  private control(task: TaskRecord): TaskControl {
+    let current: TaskState = task.state;
+    const store = this.deps.store;
+    const moved = async (next: TaskRecord | null, to: TaskState): Promise<TaskRecord> => {
+      if (next) {
+        current = next.state;
+        await this.publishNewEvents(task.id);
+        this.log.info({ taskId: task.id, state: to }, 'task state changed');
+        return next;
+      }
+      const fresh = await this.get(task.id);
+      if (fresh.state === 'cancelled') throw new FusionError('cancelled', 'the task was cancelled');
+      throw new FusionError('invalid_transition', `task is ${fresh.state}, expected ${current} before moving to ${to}`);
+    };
+    return {
+      taskId: task.id,
+      store,
+      transition: async (to, patch) => moved(await store.transitionTask(task.id, current, to, patch), to),
+      commit: async (result, patch) => moved(await store.commitResult(result, patch), 'completed'),
+      progress: async (data) => {
+        await store.appendEvent(task.id, 'progress', data);
+        await this.publishNewEvents(task.id);
+      },
+    };
+  }
+
+  /** Fails a task from whatever non-terminal state it is in (CAS loop). */
+  async fail(taskId: string, err: FusionError, patch: TransitionPatch = {}): Promise<void> {
+    for (;;) {
+      const task = await this.deps.store.getTask(taskId);
+      if (!task || isTerminal(task.state)) return;
+      const done = await this.deps.store.transitionTask(taskId, task.state, 'failed', {
+        ...patch,
+        error: { code: err.code, message: err.message, state: task.state },
+      });
+      if (done) {
+        await this.publishNewEvents(taskId);
+        this.log.warn({ taskId, state: task.state, code: err.code, err: err.message }, 'task failed');
+        return;
+      }
+    }
+  }
+
+  private readonly published = new Map<string, number>();
+
+  /** Publishes committed events the bus has not seen yet, in order. */
+  private async publishNewEvents(taskId: string, fromSeq?: number): Promise<void> {
+    const after = fromSeq ?? this.published.get(taskId) ?? 0;
+    const events = await this.deps.store.listEvents(taskId, after);
+    for (const event of events) {
+      if (event.seq <= (this.published.get(taskId) ?? 0)) continue;
+      this.published.set(taskId, event.seq);
+      this.deps.bus.publish(event);
+    }
+  }
+}
+
+function validateRepoDir(repo: string): string {
+  const trimmed = repo.trim();
+  if (!isAbsolute(trimmed)) {
+    throw new FusionError('invalid_input', `repo must be an absolute directory path, got ${JSON.stringify(repo)}`, { details: { field: 'repo' } });
+  }
+  let isDir = false;
+  try {
+    isDir = statSync(trimmed).isDirectory();
+  } catch {
+    isDir = false;
+  }
+  if (!isDir) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
+  return resolve(trimmed);
+}
+
+async function settleWithin(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}
+
+export const toolNameOf = (w: Workflow): string => TOOL_NAMES[w];
