@@ -1,0 +1,113 @@
+/**
+ * The `fusion` commands other than `daemon`. Output: human text by default, `--json` for
+ * machines. Exit codes: 0 success (task completed), 1 task failed/cancelled or a runtime error,
+ * 2 invalid input or usage, 3 no daemon answered.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { FusionError } from '../errors.js';
+import type { Workflow } from '../contracts/constants.js';
+import { normalizeToolInput } from '../contracts/tool-input.js';
+import { FusionClient } from './client.js';
+import { flag, flagAll, has, usageError, type ParsedArgs } from './args.js';
+
+export interface Io {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  readStdin: () => string;
+}
+
+export function readJsonSource(source: string, io: Io, what: string): unknown {
+  const text = source === '-' ? io.readStdin() : readFileSync(resolve(source), 'utf8');
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new FusionError('invalid_input', `${what} is not valid JSON: ${(err as Error).message}`, { details: { source } });
+  }
+}
+
+/** `fusion validate TOOL [FILE|-]`: prints the normalised arguments, creates nothing. */
+export function validateCommand(args: ParsedArgs, io: Io): number {
+  const [tool, source = '-'] = args.positionals;
+  const workflow = toolWorkflow(tool);
+  const input = readJsonSource(source, io, 'tool arguments');
+  try {
+    io.stdout(`${JSON.stringify(normalizeToolInput(workflow, input), null, 2)}\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof FusionError && err.code === 'invalid_input') {
+      io.stderr(`${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+function toolWorkflow(tool: string | undefined): Workflow {
+  if (tool === 'fusion_investigate' || tool === 'investigate') return 'investigate';
+  if (tool === 'fusion_research' || tool === 'research') return 'research';
+  throw usageError(`validate needs a tool: fusion_investigate or fusion_research (got ${tool === undefined ? 'nothing' : JSON.stringify(tool)})`);
+}
+
+/** Builds the tool arguments from `--input` or from the flags. */
+export function toolArguments(workflow: Workflow, args: ParsedArgs, io: Io): unknown {
+  const input = flag(args, 'input');
+  const fromFlags = ['objective', 'background', 'deliverable', 'scope', 'constraint', 'source'].some((f) => has(args, f));
+  if (input !== undefined) {
+    if (fromFlags) throw usageError('use either --input or the --objective/--background/… flags, not both');
+    return readJsonSource(input, io, '--input');
+  }
+  const out: Record<string, unknown> = {
+    objective: flag(args, 'objective'),
+    background: flagAll(args, 'background'),
+    deliverable: flag(args, 'deliverable'),
+  };
+  if (has(args, 'scope')) out.scope = flagAll(args, 'scope');
+  if (has(args, 'constraint')) out.constraints = flagAll(args, 'constraint');
+  if (workflow === 'research') {
+    out.sources = flagAll(args, 'source').map((s) => {
+      const eq = s.indexOf('=');
+      if (eq <= 0) throw usageError(`--source must be URL=PURPOSE, got ${JSON.stringify(s)}`);
+      return { url: s.slice(0, eq), purpose: s.slice(eq + 1) };
+    });
+  } else if (has(args, 'source')) throw usageError('--source is only for fusion research');
+  for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
+  return out;
+}
+
+export function printTask(task: Record<string, unknown>, io: Io, json: boolean): void {
+  if (json) return io.stdout(`${JSON.stringify(task, null, 2)}\n`);
+  const err = task.error as { code: string; message: string; state: string } | null;
+  io.stdout(`${String(task.taskId)}  ${String(task.workflow)}  ${String(task.state)}  created ${String(task.createdAt)}\n`);
+  if (err) io.stdout(`  error: ${err.code} (while ${err.state}): ${err.message}\n`);
+}
+
+/** Prints a bg_result reply; returns the exit code. */
+export function printResult(result: Record<string, unknown>, io: Io, json: boolean): number {
+  const answer = result.answer as { present: boolean; header?: string; text?: string; path?: string; reason?: string };
+  const status = String(result.status);
+  if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+  else if (answer.present) {
+    io.stderr(`${answer.header ?? ''}${result.engine ? ` Engine: ${String(result.engine)}.` : ''}\n`);
+    if (answer.text !== undefined) io.stdout(answer.text.endsWith('\n') ? answer.text : `${answer.text}\n`);
+    else io.stdout(`Answer stored at ${String(answer.path)} (delivery: artifact)\n`);
+  } else if (status === 'running') {
+    io.stdout(`${String(result.taskId)} is still running (${String(result.stage ?? result.state)}); wait for it with 'fusion wait ${String(result.taskId)}'.\n`);
+  } else {
+    const err = result.error as { code: string; message: string; state: string } | null | undefined;
+    io.stdout(`${String(result.taskId)} ${status}: no answer was committed${err ? ` (${err.code} while ${err.state}: ${err.message})` : ''}.\n`);
+  }
+  if (answer.present) return 0;
+  return status === 'running' ? 0 : 1;
+}
+
+/** Streams a task's events to stderr as progress lines until its terminal notification. */
+export async function followProgress(client: FusionClient, taskId: string, io: Io): Promise<void> {
+  await client.stream(`/v1/tasks/${encodeURIComponent(taskId)}/events`, (event) => {
+    const data = event.data as Record<string, unknown>;
+    const at = String(event.at).slice(11, 19);
+    if (event.kind === 'transition') io.stderr(`[${at}] ${taskId}: ${String(data.from ?? 'new')} → ${String(data.to)}\n`);
+    else if (event.kind === 'progress' && data.stage) io.stderr(`[${at}]   ${String(data.stage)} attempt ${String(data.attempt)} ${String(data.event)}\n`);
+    else if (event.kind === 'terminal') io.stderr(`[${at}] ${String(data.summary)}\n`);
+  });
+}

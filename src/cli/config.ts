@@ -1,0 +1,55 @@
+/**
+ * Resolves the data directory, socket and daemon settings from flags and the environment.
+ * Precedence: flag > environment > default. `FUSION_HOME` defaults to
+ * `$XDG_STATE_HOME/fusion` or `~/.local/state/fusion`.
+ */
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { DaemonConfigInput } from '../contracts/config.js';
+import { dataPaths } from '../tasks/paths.js';
+import { flag, flagAll, type ParsedArgs } from './args.js';
+
+export type Env = Record<string, string | undefined>;
+
+export function resolveHome(args: ParsedArgs, env: Env): string {
+  const explicit = flag(args, 'data') ?? env.FUSION_HOME;
+  if (explicit) return resolve(explicit);
+  const state = env.XDG_STATE_HOME && env.XDG_STATE_HOME.trim() !== '' ? env.XDG_STATE_HOME : join(homedir(), '.local', 'state');
+  return join(state, 'fusion');
+}
+
+export function resolveSocket(args: ParsedArgs, env: Env): string {
+  const explicit = flag(args, 'socket') ?? env.FUSION_SOCKET;
+  return explicit ? resolve(explicit) : dataPaths(resolveHome(args, env)).defaultSocket;
+}
+
+function csv(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+function intFrom(value: string | undefined): number | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  return Number(value);
+}
+
+export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput {
+  const sandbox = flag(args, 'sandbox') ?? env.FUSION_SANDBOX;
+  const logLevel = flag(args, 'log-level') ?? env.FUSION_LOG_LEVEL;
+  const concurrency = intFrom(flag(args, 'concurrency') ?? env.FUSION_TASK_CONCURRENCY);
+  const uid = intFrom(env.FUSION_SANDBOX_UID);
+  const gid = intFrom(env.FUSION_SANDBOX_GID);
+  return {
+    home: resolveHome(args, env),
+    socketPath: resolveSocket(args, env),
+    ...(sandbox ? { sandbox: sandbox as 'auto' } : {}),
+    ...(logLevel ? { logLevel: logLevel as 'info' } : {}),
+    ...(concurrency !== undefined ? { taskConcurrency: concurrency } : {}),
+    ...(uid !== undefined ? { sandboxUid: uid } : {}),
+    ...(gid !== undefined ? { sandboxGid: gid } : {}),
+    egressResolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...flagAll(args, 'resolve')],
+    egressAllowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...flagAll(args, 'allow-cidr')],
+  };
+}

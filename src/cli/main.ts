@@ -1,0 +1,199 @@
+#!/usr/bin/env node
+/**
+ * `fusion` CLI entry. Reads the environment, parses flags, dispatches to a command, maps errors
+ * to exit codes (0 ok, 1 failure, 2 invalid input/usage, 3 no daemon, 4 other fetch failure).
+ */
+import { readFileSync } from 'node:fs';
+import { FusionError, toFusionError } from '../errors.js';
+import { createLogger } from '../log.js';
+import type { Workflow } from '../contracts/constants.js';
+import { SANDBOX_CHOICES } from '../contracts/task-options.js';
+import { DELIVERY_MODES } from '../contracts/api.js';
+import { buildConfig, startDaemon, type Daemon } from '../main.js';
+import { parseArgs, flag, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
+import { daemonConfigInput, resolveSocket, type Env } from './config.js';
+import { FusionClient } from './client.js';
+import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
+
+const COMMON: Record<string, FlagSpec> = { socket: { value: true }, data: { value: true }, json: {}, help: {} };
+const DAEMON_FLAGS: Record<string, FlagSpec> = {
+  ...COMMON,
+  sandbox: { value: true },
+  'log-level': { value: true },
+  concurrency: { value: true },
+  resolve: { value: true, repeat: true },
+  'allow-cidr': { value: true, repeat: true },
+};
+const SUBMIT_FLAGS: Record<string, FlagSpec> = {
+  ...DAEMON_FLAGS,
+  objective: { value: true },
+  background: { value: true, repeat: true },
+  deliverable: { value: true },
+  scope: { value: true, repeat: true },
+  constraint: { value: true, repeat: true },
+  source: { value: true, repeat: true },
+  input: { value: true },
+  repo: { value: true },
+  wait: {},
+};
+
+export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a blind evaluator, a merger) with a sealed audit
+
+Usage:
+  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L]
+  fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
+                     [--repo DIR] [--sandbox B] [--wait] [--json]
+  fusion research    (same flags, plus --source URL=PURPOSE…) [--wait] [--json]
+  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--json]
+  fusion result ID [--delivery auto|inline|artifact] [--json]
+  fusion wait ID [--timeout SECONDS] [--json]
+  fusion cancel ID [--json]
+  fusion validate fusion_investigate|fusion_research [FILE|-]
+
+Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
+FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL.
+Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered.
+`;
+
+function processIo(): Io {
+  return {
+    stdout: (t) => void process.stdout.write(t),
+    stderr: (t) => void process.stderr.write(t),
+    readStdin: () => readFileSync(0, 'utf8'),
+  };
+}
+
+function idArg(args: ParsedArgs, command: string): string {
+  const id = args.positionals[0];
+  if (!id) throw usageError(`${command} needs a task id`);
+  return encodeURIComponent(id);
+}
+
+async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
+  const config = buildConfig(daemonConfigInput(args, env));
+  const daemon = await startDaemon(config);
+  io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string): void => {
+      daemon.log.info({ signal }, 'signal received');
+      void daemon.close().then(resolve, resolve);
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return 0;
+}
+
+async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): Promise<number> {
+  const body = {
+    arguments: toolArguments(workflow, args, io),
+    repo: flag(args, 'repo') ?? process.cwd(),
+    ...(flag(args, 'sandbox') ? { options: { sandbox: flag(args, 'sandbox') } } : {}),
+  };
+  const sandbox = flag(args, 'sandbox');
+  if (sandbox && !(SANDBOX_CHOICES as readonly string[]).includes(sandbox)) throw usageError(`--sandbox must be one of ${SANDBOX_CHOICES.join(', ')}`);
+  const json = has(args, 'json');
+  let client = new FusionClient(resolveSocket(args, env));
+  let embedded: Daemon | undefined;
+  if (!(await client.ping())) {
+    if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
+    // Zero set-up for a first run: an in-process daemon for this one task.
+    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
+    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }) });
+    client = new FusionClient(embedded.socketPath);
+    io.stderr(`(no daemon was running: started an embedded one on ${embedded.socketPath})\n`);
+  }
+  try {
+    const receipt = (await client.call('POST', `/v1/tasks/${workflow}`, body)) as Record<string, unknown>;
+    if (!has(args, 'wait')) {
+      io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : `${String(receipt.text)}\n`);
+      return 0;
+    }
+    const taskId = String(receipt.taskId);
+    io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
+    await followProgress(client, taskId, io);
+    const result = (await client.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
+    return printResult(result, io, json);
+  } finally {
+    await embedded?.close();
+  }
+}
+
+export async function runCli(argv: readonly string[], env: Env, io: Io): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    io.stdout(HELP);
+    return command === undefined ? 2 : 0;
+  }
+  const client = (args: ParsedArgs): FusionClient => new FusionClient(resolveSocket(args, env));
+  switch (command) {
+    case 'daemon':
+      return runDaemon(parseArgs(rest, DAEMON_FLAGS), env, io);
+    case 'investigate':
+    case 'research':
+      return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
+    case 'validate':
+      return validateCommand(parseArgs(rest, { help: {} }), io);
+    case 'status': {
+      const args = parseArgs(rest, COMMON);
+      printTask((await client(args).call('GET', `/v1/tasks/${idArg(args, 'status')}`)) as Record<string, unknown>, io, has(args, 'json'));
+      return 0;
+    }
+    case 'tasks': {
+      const args = parseArgs(rest, { ...COMMON, state: { value: true }, limit: { value: true } });
+      const q = new URLSearchParams();
+      if (flag(args, 'state')) q.set('state', flag(args, 'state')!);
+      if (flag(args, 'limit')) q.set('limit', flag(args, 'limit')!);
+      const reply = (await client(args).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>> };
+      if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
+      else for (const t of reply.tasks) printTask(t, io, false);
+      return 0;
+    }
+    case 'result': {
+      const args = parseArgs(rest, { ...COMMON, delivery: { value: true } });
+      const delivery = flag(args, 'delivery') ?? 'auto';
+      if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw usageError(`--delivery must be one of ${DELIVERY_MODES.join(', ')}`);
+      const result = (await client(args).call('GET', `/v1/tasks/${idArg(args, 'result')}/result?delivery=${delivery}`)) as Record<string, unknown>;
+      return printResult(result, io, has(args, 'json'));
+    }
+    case 'wait': {
+      const args = parseArgs(rest, { ...COMMON, timeout: { value: true } });
+      const seconds = Number(flag(args, 'timeout') ?? '600');
+      if (!Number.isFinite(seconds) || seconds < 0) throw usageError('--timeout must be a number of seconds');
+      const reply = (await client(args).call('GET', `/v1/tasks/${idArg(args, 'wait')}/wait?timeoutMs=${Math.round(seconds * 1000)}`)) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
+      else printTask(reply.task, io, false);
+      if (!reply.terminal) return 1;
+      return reply.task.status === 'completed' ? 0 : 1;
+    }
+    case 'cancel': {
+      const args = parseArgs(rest, COMMON);
+      printTask((await client(args).call('POST', `/v1/tasks/${idArg(args, 'cancel')}/cancel`)) as Record<string, unknown>, io, has(args, 'json'));
+      return 0;
+    }
+    default:
+      throw usageError(`unknown command ${JSON.stringify(command)}; see 'fusion help'`);
+  }
+}
+
+export function exitCodeFor(err: FusionError): number {
+  if (err.code === 'invalid_input') return 2;
+  if (err.code === 'daemon_unavailable') return 3;
+  return 1;
+}
+
+// Run when executed as the bin (not when imported by tests).
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${(await import('node:fs')).realpathSync(process.argv[1])}`).href;
+if (invokedDirectly) {
+  const io = processIo();
+  runCli(process.argv.slice(2), process.env, io).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      const fe = toFusionError(err);
+      io.stderr(`fusion: ${fe.code}: ${fe.message}\n`);
+      process.exitCode = exitCodeFor(fe);
+    },
+  );
+}

@@ -1,0 +1,178 @@
+/**
+ * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
+ * builds concrete adapters, reads the environment, installs signal handlers or exits.
+ */
+import { chmodSync, mkdirSync, statSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Server } from 'node:http';
+import { createLogger, type Logger } from './log.js';
+import { FusionError } from './errors.js';
+import { DaemonConfigSchema, type DaemonConfig, type DaemonConfigInput } from './contracts/config.js';
+import { openSqliteStore } from './store/sqlite-store.js';
+import type { Store } from './store/port.js';
+import { TaskEventBus } from './tasks/event-bus.js';
+import { createDirectDispatcher } from './tasks/dispatcher.js';
+import { TaskService } from './tasks/task-service.js';
+import type { TaskRunner } from './tasks/runner-port.js';
+import { dataPaths } from './tasks/paths.js';
+import { createApiHandler } from './api/routes.js';
+import { closeServer, listenOnSocket } from './api/socket-server.js';
+import { createBwrapLauncher } from './launcher/bwrap.js';
+import { selectLauncher, type LauncherFactories } from './launcher/select.js';
+import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
+import { createFusionWorkflow } from './workflow/fusion-workflow.js';
+import { createBreeStageWorkers } from './workflow/stage-workers.js';
+import { fixedRoster, type Roster } from './workflow/roster.js';
+import { createBuiltinProvider } from './models/builtin/index.js';
+import type { WorkflowDeps } from './workflow/stage-context.js';
+
+/** dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. */
+export const CODE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(join(CODE_DIR, '..', 'package.json'), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+export interface DaemonOverrides {
+  log?: Logger;
+  /** Replace the whole workflow (tests drive the lifecycle with a stub runner). */
+  runner?: TaskRunner;
+  roster?: Roster;
+  launcherFactories?: LauncherFactories;
+  /** Extra workflow dependencies (test seams: a wrapping launcher, random bytes, limits). */
+  workflow?: Partial<WorkflowDeps>;
+}
+
+export interface Daemon {
+  config: DaemonConfig;
+  tasks: TaskService;
+  store: Store;
+  log: Logger;
+  socketPath: string;
+  close(): Promise<void>;
+}
+
+export function defaultRoster(): Roster {
+  return fixedRoster(
+    [createBuiltinProvider('content-search'), createBuiltinProvider('path-search'), createBuiltinProvider('definition-search')],
+    createBuiltinProvider('content-search'),
+    createBuiltinProvider('content-search'),
+  );
+}
+
+export function buildConfig(input: DaemonConfigInput): DaemonConfig {
+  const parsed = DaemonConfigSchema.safeParse(input);
+  if (!parsed.success) {
+    const summary = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    throw new FusionError('invalid_config', `configuration is invalid: ${summary}`);
+  }
+  return Object.freeze(parsed.data);
+}
+
+/** Creates the data directory 0700 (and tightens an existing one that is group/world accessible). */
+function prepareHome(home: string, log: Logger): void {
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const mode = statSync(home).mode & 0o777;
+  if (mode !== 0o700) {
+    log.warn({ home, mode: mode.toString(8) }, 'data directory was not 0700; tightening it');
+    chmodSync(home, 0o700);
+  }
+}
+
+export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
+  const log = overrides.log ?? createLogger({ level: config.logLevel });
+  prepareHome(config.home, log);
+  const paths = dataPaths(config.home);
+  mkdirSync(paths.tasksDir, { recursive: true, mode: 0o700 });
+  const store = await openSqliteStore({ file: paths.dbFile, log });
+  const bus = new TaskEventBus();
+  const dispatcher = createDirectDispatcher(config.taskConcurrency);
+  const isRoot = process.getuid?.() === 0;
+  const sandboxOwner = isRoot ? { uid: config.sandboxUid, gid: config.sandboxGid } : null;
+
+  const factories: LauncherFactories = overrides.launcherFactories ?? {
+    bwrap: () => createBwrapLauncher({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid }),
+  };
+  const launchers = new Map<string, Promise<Launcher>>();
+  const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
+    const key = choice === 'auto' ? config.sandbox : choice;
+    let p = launchers.get(key);
+    if (!p) {
+      p = selectLauncher(key, factories);
+      // A failed probe is not cached: the admin may install the backend and retry.
+      p.catch(() => launchers.delete(key));
+      launchers.set(key, p);
+    }
+    return p;
+  };
+
+  const stageWorkers = createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log });
+  const runner =
+    overrides.runner ??
+    createFusionWorkflow({
+      log,
+      tasksDir: paths.tasksDir,
+      runRoot: join(tmpdir(), `fusion-run-${process.getuid?.() ?? 0}`, Buffer.from(config.home).toString('hex').slice(-16)),
+      codeDir: CODE_DIR,
+      stageJobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'),
+      launcherFor,
+      roster: overrides.roster ?? defaultRoster(),
+      stageWorkers,
+      sandboxOwner,
+      sandboxLimits: DEFAULT_SANDBOX_LIMITS,
+      ...overrides.workflow,
+    });
+
+  const tasks = new TaskService({ store, bus, dispatcher, runner, log, tasksDir: paths.tasksDir });
+  const recovered = await tasks.recover();
+  if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
+
+  const startedAt = new Date().toISOString();
+  const handler = createApiHandler({
+    tasks,
+    log,
+    version: packageVersion(),
+    startedAt,
+    sandbox: async () => {
+      try {
+        const l = await launcherFor('auto');
+        return { backend: l.name, ok: true };
+      } catch (err) {
+        return { ok: false, reason: (err as Error).message };
+      }
+    },
+  });
+  let server: Server;
+  try {
+    server = await listenOnSocket(config.socketPath, handler);
+  } catch (err) {
+    await tasks.shutdown();
+    await store.close();
+    throw err;
+  }
+  log.info({ socket: config.socketPath, home: config.home, pid: process.pid }, 'fusion daemon listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    config,
+    tasks,
+    store,
+    log,
+    socketPath: config.socketPath,
+    close: () =>
+      (closing ??= (async () => {
+        log.info({}, 'fusion daemon shutting down');
+        await closeServer(server, config.socketPath);
+        await tasks.shutdown();
+        await stageWorkers.stop();
+        await store.close();
+      })()),
+  };
+}

@@ -1,0 +1,208 @@
+/**
+ * Numbered schema migrations. A migration, once released, is never edited: a change is a new
+ * number. Each one runs in its own transaction together with its `schema_migrations` row, so
+ * a crash leaves the schema at a whole version. A database newer than this code is refused:
+ * running old code over a newer schema could silently drop data the newer code relies on.
+ */
+import { FusionError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { SqliteDb } from './sqlite-db.js';
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'tasks',
+    sql: `
+      CREATE TABLE tasks (
+        id TEXT PRIMARY KEY NOT NULL,
+        workflow TEXT NOT NULL,
+        state TEXT NOT NULL,
+        repo_dir TEXT NOT NULL,
+        canonical_input TEXT NOT NULL,
+        canonical_input_sha256 TEXT NOT NULL,
+        budget_plan TEXT NOT NULL,
+        options TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        error_code TEXT,
+        error_message TEXT,
+        error_state TEXT,
+        usage TEXT,
+        usage_delivered INTEGER NOT NULL DEFAULT 0 CHECK (usage_delivered IN (0, 1)),
+        resume_count INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX tasks_state ON tasks(state);
+
+      CREATE TABLE task_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('transition', 'progress', 'terminal')),
+        data TEXT NOT NULL CHECK (json_valid(data))
+      );
+      CREATE INDEX task_events_task_seq ON task_events(task_id, seq);
+
+      CREATE TABLE checkpoints (
+        task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (task_id, key)
+      );
+
+      CREATE TABLE attempts (
+        task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        stage TEXT NOT NULL,
+        attempt INTEGER NOT NULL CHECK (attempt >= 1),
+        status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed')),
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        detail TEXT,
+        tarball_path TEXT,
+        tarball_sha256 TEXT,
+        PRIMARY KEY (task_id, stage, attempt)
+      );
+
+      CREATE TABLE results (
+        task_id TEXT PRIMARY KEY NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        answer_path TEXT NOT NULL,
+        answer_sha256 TEXT NOT NULL,
+        answer_bytes INTEGER NOT NULL CHECK (answer_bytes >= 0),
+        metadata TEXT NOT NULL,
+        metadata_sha256 TEXT NOT NULL,
+        committed_at TEXT NOT NULL
+      );
+    `,
+  },
+  {
+    version: 2,
+    name: 'research',
+    sql: `
+      CREATE TABLE research_runs (
+        id TEXT PRIMARY KEY NOT NULL,
+        workspace_id TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        payload_sha256 TEXT NOT NULL,
+        query TEXT NOT NULL,
+        source_urls TEXT NOT NULL CHECK (json_valid(source_urls)),
+        limits TEXT NOT NULL CHECK (json_valid(limits)),
+        status TEXT NOT NULL,
+        error TEXT,
+        result_document_id TEXT,
+        cancel_requested_at TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (workspace_id, idempotency_key)
+      );
+
+      CREATE TABLE research_documents (
+        id TEXT PRIMARY KEY NOT NULL,
+        run_id TEXT REFERENCES research_runs(id) ON DELETE CASCADE,
+        workspace_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        tags TEXT NOT NULL CHECK (json_valid(tags)),
+        source_uri TEXT NOT NULL,
+        indexing_status TEXT NOT NULL,
+        status TEXT NOT NULL,
+        enabled INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      );
+
+      CREATE TABLE research_snapshots (
+        run_id TEXT NOT NULL REFERENCES research_runs(id) ON DELETE CASCADE,
+        url TEXT NOT NULL,
+        canonical_url TEXT NOT NULL,
+        final_url TEXT,
+        http_status INTEGER,
+        content_type TEXT,
+        bytes INTEGER,
+        sha256 TEXT,
+        content TEXT,
+        fetched_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, canonical_url)
+      );
+
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY NOT NULL,
+        workspace_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('workspace', 'personal', 'copilot')),
+        key_sha256 TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+      );
+    `,
+  },
+];
+
+export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
+
+const CREATE_MIGRATIONS_TABLE = `
+  CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY NOT NULL,
+    name TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+  )`;
+
+const SELECT_VERSION = 'SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations';
+
+/** The list must be 1, 2, 3, … with no gap: a gap would mean a lost migration. */
+function assertWellFormed(migrations: readonly Migration[]): void {
+  migrations.forEach((m, index) => {
+    if (m.version !== index + 1) {
+      throw new FusionError('internal_error', `migration list is not numbered 1..n (found ${m.version} at position ${index + 1})`);
+    }
+  });
+}
+
+export interface MigrationOutcome {
+  from: number;
+  to: number;
+  applied: number[];
+}
+
+/** Applies the pending migrations in order; a no-op on an up-to-date database. */
+export async function migrate(db: SqliteDb, log: Logger, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrationOutcome> {
+  assertWellFormed(migrations);
+  const latest = migrations.length;
+  await db.exec(CREATE_MIGRATIONS_TABLE);
+  const from = (await db.get<{ version: number }>(SELECT_VERSION))?.version ?? 0;
+  refuseNewer(from, latest);
+
+  const applied: number[] = [];
+  for (const migration of migrations) {
+    if (migration.version <= from) continue;
+    const ran = await db.transaction(async (tx) => {
+      // Re-read under the write lock: another process may have migrated meanwhile.
+      const current = (await tx.get<{ version: number }>(SELECT_VERSION))?.version ?? 0;
+      refuseNewer(current, latest);
+      if (current >= migration.version) return false;
+      await tx.exec(migration.sql);
+      await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
+        migration.version, migration.name, new Date().toISOString(),
+      ]);
+      return true;
+    });
+    if (ran) {
+      applied.push(migration.version);
+      log.info({ version: migration.version, migration: migration.name }, 'store migration applied');
+    }
+  }
+  return { from, to: Math.max(from, latest), applied };
+}
+
+function refuseNewer(version: number, latest: number): void {
+  if (version > latest) {
+    throw new FusionError(
+      'store_error',
+      `store schema version ${version} is newer than this fusion build knows (${latest}); upgrade fusion or use another store file`,
+      { retryable: false, details: { schemaVersion: version, supportedVersion: latest } },
+    );
+  }
+}

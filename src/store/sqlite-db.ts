@@ -1,0 +1,226 @@
+/**
+ * A small promise wrapper over sqlite3's callback API, with one exclusive queue.
+ *
+ * The daemon holds ONE connection. sqlite3 would happily run a statement from another async
+ * caller between our BEGIN IMMEDIATE and COMMIT, and that statement would silently join (and
+ * be rolled back with) someone else's transaction. So every operation, single statement or
+ * whole transaction, takes its turn in one FIFO queue: nothing ever interleaves with an open
+ * transaction. Every sqlite error is wrapped as FusionError('store_error') here, so no caller
+ * above `store/` ever sees a sqlite error type.
+ */
+import { open as openFile, chmod } from 'node:fs/promises';
+import sqlite3 from 'sqlite3';
+import { FusionError } from '../errors.js';
+import type { Logger } from '../log.js';
+
+/** What sqlite3 binds: booleans are stored as 0/1 by the callers, explicitly. */
+export type SqlParam = string | number | bigint | null | Buffer;
+
+export interface RunResult {
+  changes: number;
+  lastId: number;
+}
+
+/** Statement execution, the same inside and outside a transaction. */
+export interface SqlExecutor {
+  run(sql: string, params?: readonly SqlParam[]): Promise<RunResult>;
+  get<T>(sql: string, params?: readonly SqlParam[]): Promise<T | undefined>;
+  all<T>(sql: string, params?: readonly SqlParam[]): Promise<T[]>;
+  exec(sql: string): Promise<void>;
+}
+
+/** Extended sqlite result code ('SQLITE_CONSTRAINT', …) carried by a wrapped error, if any. */
+export function sqliteCodeOf(err: unknown): string | undefined {
+  if (err instanceof FusionError && typeof err.details.sqliteCode === 'string') return err.details.sqliteCode;
+  return undefined;
+}
+
+function wrapError(err: unknown, action: string): FusionError {
+  if (err instanceof FusionError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  return new FusionError('store_error', `store ${action} failed: ${message}`, {
+    cause: err,
+    details: typeof code === 'string' ? { sqliteCode: code } : {},
+  });
+}
+
+/** Short SQL text for error messages (statement kind and table, never the bound values). */
+function describe(sql: string): string {
+  const flat = sql.replace(/\s+/g, ' ').trim();
+  return flat.length <= 60 ? flat : `${flat.slice(0, 60)}…`;
+}
+
+export class SqliteDb {
+  private tail: Promise<unknown> = Promise.resolve();
+  private closing = false;
+  private closed = false;
+  private readonly raw: SqlExecutor;
+
+  private constructor(private readonly db: sqlite3.Database, private readonly log: Logger) {
+    this.raw = {
+      run: (sql, params = []) => this.rawRun(sql, params),
+      get: <T>(sql: string, params: readonly SqlParam[] = []) => this.rawGet<T>(sql, params),
+      all: <T>(sql: string, params: readonly SqlParam[] = []) => this.rawAll<T>(sql, params),
+      exec: (sql) => this.rawExec(sql),
+    };
+  }
+
+  /**
+   * Opens (creating if absent) the database file. The file is created by us with mode 0600
+   * before sqlite sees it: the store holds API key digests and task inputs, and sqlite would
+   * otherwise create it with 0644 under a usual umask. The -wal and -shm files inherit the
+   * main file's permissions (sqlite's unix VFS copies them).
+   */
+  static async open(file: string, log: Logger): Promise<SqliteDb> {
+    await createPrivateFile(file, log);
+    const db = await new Promise<sqlite3.Database>((resolve, reject) => {
+      const mode = sqlite3.OPEN_READWRITE | sqlite3.OPEN_CREATE | sqlite3.OPEN_FULLMUTEX;
+      const handle: sqlite3.Database = new sqlite3.Database(file, mode, (err) => {
+        if (err) reject(wrapError(err, 'open'));
+        else resolve(handle);
+      });
+    });
+    // Errors without a callback would be emitted; never let one crash the process.
+    db.on('error', (err: Error) => log.error({ err: wrapError(err, 'event') }, 'sqlite error event'));
+    return new SqliteDb(db, log);
+  }
+
+  get isOpen(): boolean {
+    return !this.closing;
+  }
+
+  run(sql: string, params: readonly SqlParam[] = []): Promise<RunResult> {
+    return this.exclusive(() => this.raw.run(sql, params));
+  }
+
+  get<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
+    return this.exclusive(() => this.raw.get<T>(sql, params));
+  }
+
+  all<T>(sql: string, params: readonly SqlParam[] = []): Promise<T[]> {
+    return this.exclusive(() => this.raw.all<T>(sql, params));
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.exclusive(() => this.raw.exec(sql));
+  }
+
+  /**
+   * Runs `fn` inside BEGIN IMMEDIATE … COMMIT, after every earlier queued operation and before
+   * any later one. Any throw rolls back and is rethrown unchanged (sqlite errors arrive wrapped). `fn` must use
+   * only the executor it is given; calling this db's own methods from inside would wait for
+   * the transaction to end, i.e. forever. The executor refuses use after the transaction ends.
+   */
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.exclusive(async () => {
+      let active = true;
+      const check = (): void => {
+        if (!active) throw new FusionError('store_error', 'transaction already finished');
+      };
+      const tx: SqlExecutor = {
+        run: async (sql, params) => { check(); return this.raw.run(sql, params); },
+        get: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.get<R>(sql, params); },
+        all: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.all<R>(sql, params); },
+        exec: async (sql) => { check(); return this.raw.exec(sql); },
+      };
+      await this.raw.exec('BEGIN IMMEDIATE');
+      try {
+        const value = await fn(tx);
+        active = false;
+        await this.raw.exec('COMMIT');
+        return value;
+      } catch (err) {
+        active = false;
+        await this.raw.exec('ROLLBACK').catch((rollbackErr: unknown) => {
+          // sqlite may already have rolled back by itself (e.g. on SQLITE_FULL); keep the first error.
+          this.log.warn({ err: rollbackErr }, 'sqlite rollback failed');
+        });
+        // sqlite errors are already wrapped by the executor; anything else is the caller's own.
+        throw err;
+      }
+    });
+  }
+
+  /** Waits for queued work, then closes. Later calls fail with store_error; a second close is a no-op. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const done = this.tail.then(() => new Promise<void>((resolve, reject) => {
+      this.db.close((err) => {
+        this.closed = true;
+        if (err) reject(wrapError(err, 'close'));
+        else resolve();
+      });
+    }));
+    this.tail = done.catch(() => undefined);
+    await done;
+  }
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closing) return Promise.reject(new FusionError('store_error', 'store is closed'));
+    const result = this.tail.then(fn);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new FusionError('store_error', 'store is closed');
+  }
+
+  private rawRun(sql: string, params: readonly SqlParam[] = []): Promise<RunResult> {
+    return new Promise((resolve, reject) => {
+      this.checkOpen();
+      this.db.run(sql, [...params], function (this: sqlite3.RunResult, err: Error | null) {
+        if (err) reject(wrapError(err, `run (${describe(sql)})`));
+        else resolve({ changes: this.changes, lastId: this.lastID });
+      });
+    });
+  }
+
+  private rawGet<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
+    return new Promise((resolve, reject) => {
+      this.checkOpen();
+      this.db.get<T>(sql, [...params], (err: Error | null, row: T | undefined) => {
+        if (err) reject(wrapError(err, `get (${describe(sql)})`));
+        else resolve(row);
+      });
+    });
+  }
+
+  private rawAll<T>(sql: string, params: readonly SqlParam[] = []): Promise<T[]> {
+    return new Promise((resolve, reject) => {
+      this.checkOpen();
+      this.db.all<T>(sql, [...params], (err: Error | null, rows: T[]) => {
+        if (err) reject(wrapError(err, `all (${describe(sql)})`));
+        else resolve(rows);
+      });
+    });
+  }
+
+  private rawExec(sql: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.checkOpen();
+      this.db.exec(sql, (err: Error | null) => {
+        if (err) reject(wrapError(err, `exec (${describe(sql)})`));
+        else resolve();
+      });
+    });
+  }
+}
+
+/** Creates `file` with mode 0600 if it does not exist; an existing file is left as it is. */
+async function createPrivateFile(file: string, log: Logger): Promise<void> {
+  try {
+    const handle = await openFile(file, 'wx', 0o600);
+    await handle.close();
+    // The umask can only remove bits, but be explicit rather than rely on it.
+    await chmod(file, 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+      log.debug({ file }, 'store file exists');
+      return;
+    }
+    throw new FusionError('store_error', `cannot create store file ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}

@@ -1,0 +1,387 @@
+/**
+ * The SQLite adapter of the `Store` port. One connection, one FIFO queue (see sqlite-db.ts):
+ * every method that writes several rows does so in one BEGIN IMMEDIATE transaction, and every
+ * state change is a compare-and-set on `tasks.state` with its event(s) in the same transaction,
+ * so a crash leaves either the whole change or none of it.
+ */
+import { FusionError } from '../errors.js';
+import { untrusted, type Logger } from '../log.js';
+import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../tasks/state-machine.js';
+import type {
+  AttemptRecord, ListTasksQuery, NewTask, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
+  TransitionPatch,
+} from './port.js';
+import { migrate } from './migrations.js';
+import { SqliteDb, sqliteCodeOf, type SqlExecutor, type SqlParam } from './sqlite-db.js';
+import {
+  TASK_COLUMNS, toAttemptRecord, toResultRecord, toTaskEvent, toTaskRecord,
+  type AttemptRow, type EventRow, type ResultRow, type TaskRow,
+} from './rows.js';
+
+export interface SqliteStoreOptions {
+  /** Path of the database file; created with mode 0600 when absent. */
+  file: string;
+  log: Logger;
+}
+
+/** The connection settings as SQLite reports them (for diagnostics and tests). */
+export interface StorePragmas {
+  journalMode: string;
+  /** 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA. */
+  synchronous: number;
+  foreignKeys: boolean;
+  busyTimeoutMs: number;
+  schemaVersion: number;
+}
+
+/** The store as built here, plus its file path and live connection settings. */
+export type SqliteStore = Store & { readonly file: string; pragmas(): Promise<StorePragmas> };
+
+/** PRAGMAs of every connection. WAL + synchronous=FULL: a committed transaction survives power loss. */
+const PRAGMAS = ['PRAGMA synchronous = FULL', 'PRAGMA foreign_keys = ON', 'PRAGMA busy_timeout = 5000'];
+
+const now = (): string => new Date().toISOString();
+
+/** Opens the file, sets the PRAGMAs and runs the migrations; the store is ready to use. */
+export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
+  const log = options.log.child({ component: 'store' });
+  const db = await SqliteDb.open(options.file, log);
+  try {
+    const mode = await db.get<{ journal_mode: string }>('PRAGMA journal_mode = WAL');
+    if (mode?.journal_mode.toLowerCase() !== 'wal') {
+      throw new FusionError('store_error', `store could not enable WAL journaling (got ${mode?.journal_mode ?? 'nothing'})`, {
+        retryable: false, details: { file: options.file },
+      });
+    }
+    for (const pragma of PRAGMAS) await db.exec(pragma);
+    const store = new SqliteStoreImpl(db, log, options.file);
+    await store.init();
+    return store;
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+function isConstraint(err: unknown, kind: 'UNIQUE' | 'FOREIGN KEY'): boolean {
+  return sqliteCodeOf(err) === 'SQLITE_CONSTRAINT' && err instanceof Error && err.message.includes(`${kind} constraint failed`);
+}
+
+function serialise(data: Record<string, unknown>): string {
+  try {
+    return JSON.stringify(data);
+  } catch (err) {
+    throw new FusionError('invalid_input', 'event data is not JSON-serialisable', { cause: err });
+  }
+}
+
+function noTask(taskId: string): FusionError {
+  return new FusionError('not_found', `no task ${taskId}`, { details: { taskId } });
+}
+
+/** The SPEC §F2 summary line: short, and the error message is cut because it may be untrusted text. */
+function terminalSummary(task: TaskRecord, error: TaskError | null): string {
+  const base = `fusion ${task.workflow} ${task.state}`;
+  return error === null ? base : `${base}: ${error.code}: ${untrusted(error.message, 200)}`;
+}
+
+class SqliteStoreImpl implements SqliteStore {
+  constructor(private readonly db: SqliteDb, private readonly log: Logger, readonly file: string) {}
+
+  async init(): Promise<void> {
+    const outcome = await migrate(this.db, this.log);
+    this.log.debug({ file: this.file, schemaVersion: outcome.to, applied: outcome.applied }, 'store ready');
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
+  }
+
+  async pragmas(): Promise<StorePragmas> {
+    const one = async <T>(sql: string, column: string): Promise<T> => {
+      const row = await this.db.get<Record<string, T>>(sql);
+      const value = row?.[column];
+      if (value === undefined) throw new FusionError('store_error', `no answer to ${sql}`);
+      return value;
+    };
+    return {
+      journalMode: await one<string>('PRAGMA journal_mode', 'journal_mode'),
+      synchronous: await one<number>('PRAGMA synchronous', 'synchronous'),
+      foreignKeys: (await one<number>('PRAGMA foreign_keys', 'foreign_keys')) === 1,
+      busyTimeoutMs: await one<number>('PRAGMA busy_timeout', 'timeout'),
+      schemaVersion: await one<number>('SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations', 'version'),
+    };
+  }
+
+  async createTask(task: NewTask): Promise<TaskRecord> {
+    const at = now();
+    try {
+      const record = await this.db.transaction(async (tx) => {
+        await tx.run(
+          `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
+             created_at, updated_at) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?)`,
+          [task.id, task.workflow, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
+            task.options, at, at],
+        );
+        await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
+        return selectTask(tx, task.id);
+      });
+      if (record === null) throw new FusionError('store_error', `task ${task.id} vanished after insert`);
+      this.log.debug({ taskId: task.id, from: null, to: 'initializing' }, 'store transition committed');
+      return record;
+    } catch (err) {
+      if (isConstraint(err, 'UNIQUE')) {
+        throw new FusionError('conflict', `task ${task.id} already exists`, { cause: err, details: { taskId: task.id } });
+      }
+      throw err;
+    }
+  }
+
+  getTask(id: string): Promise<TaskRecord | null> {
+    return selectTask(this.db, id);
+  }
+
+  async listTasks(query: ListTasksQuery = {}): Promise<TaskRecord[]> {
+    const where: string[] = [];
+    const params: SqlParam[] = [];
+    if (query.state !== undefined) {
+      where.push('state = ?');
+      params.push(query.state);
+    }
+    let limit = '';
+    if (query.limit !== undefined) {
+      if (!Number.isSafeInteger(query.limit) || query.limit < 1) {
+        throw new FusionError('invalid_input', 'limit must be a positive integer', { details: { limit: query.limit } });
+      }
+      limit = ' LIMIT ?';
+      params.push(query.limit);
+    }
+    const sql = `SELECT ${TASK_COLUMNS} FROM tasks${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}` +
+      ` ORDER BY created_at DESC, rowid DESC${limit}`;
+    return (await this.db.all<TaskRow>(sql, params)).map(toTaskRecord);
+  }
+
+  async listNonTerminalTasks(): Promise<TaskRecord[]> {
+    const terminal = [...TERMINAL_STATES];
+    const rows = await this.db.all<TaskRow>(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE state NOT IN (${terminal.map(() => '?').join(', ')}) ORDER BY created_at, rowid`,
+      terminal,
+    );
+    return rows.map(toTaskRecord);
+  }
+
+  async transitionTask(id: string, from: TaskState, to: TaskState, patch: TransitionPatch = {}): Promise<TaskRecord | null> {
+    assertTransition(from, to);
+    const record = await this.db.transaction((tx) => applyTransition(tx, id, from, to, patch, now()));
+    this.logTransition(id, from, to, record, patch.error);
+    return record;
+  }
+
+  async appendEvent(taskId: string, kind: TaskEventKind, data: Record<string, unknown>): Promise<TaskEvent> {
+    const at = now();
+    const text = serialise(data);
+    try {
+      const { lastId } = await this.db.run('INSERT INTO task_events (task_id, at, kind, data) VALUES (?, ?, ?, ?)', [taskId, at, kind, text]);
+      return { seq: lastId, taskId, at, kind, data: JSON.parse(text) as Record<string, unknown> };
+    } catch (err) {
+      if (isConstraint(err, 'FOREIGN KEY')) throw noTask(taskId);
+      throw err;
+    }
+  }
+
+  async listEvents(taskId: string, afterSeq = 0): Promise<TaskEvent[]> {
+    const rows = await this.db.all<EventRow>(
+      'SELECT seq, task_id, at, kind, data FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq',
+      [taskId, afterSeq],
+    );
+    return rows.map(toTaskEvent);
+  }
+
+  async incrementResumeCount(id: string): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const { changes } = await tx.run('UPDATE tasks SET resume_count = resume_count + 1, updated_at = ? WHERE id = ?', [now(), id]);
+      if (changes === 0) throw noTask(id);
+      const row = await tx.get<{ resume_count: number }>('SELECT resume_count FROM tasks WHERE id = ?', [id]);
+      return row?.resume_count ?? 0;
+    });
+  }
+
+  async saveUsage(id: string, usage: string): Promise<void> {
+    const { changes } = await this.db.run('UPDATE tasks SET usage = ?, updated_at = ? WHERE id = ?', [usage, now(), id]);
+    if (changes === 0) throw noTask(id);
+  }
+
+  async claimUsageDelivery(id: string): Promise<boolean> {
+    const { changes } = await this.db.run('UPDATE tasks SET usage_delivered = 1 WHERE id = ? AND usage_delivered = 0', [id]);
+    return changes === 1;
+  }
+
+  async saveCheckpoint(taskId: string, key: string, value: string): Promise<void> {
+    try {
+      await this.db.run(
+        'INSERT INTO checkpoints (task_id, key, value) VALUES (?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET value = excluded.value',
+        [taskId, key, value],
+      );
+    } catch (err) {
+      if (isConstraint(err, 'FOREIGN KEY')) throw noTask(taskId);
+      throw err;
+    }
+  }
+
+  async getCheckpoint(taskId: string, key: string): Promise<string | null> {
+    const row = await this.db.get<{ value: string }>('SELECT value FROM checkpoints WHERE task_id = ? AND key = ?', [taskId, key]);
+    return row?.value ?? null;
+  }
+
+  async startAttempt(taskId: string, stage: string): Promise<AttemptRecord> {
+    try {
+      return await this.db.transaction(async (tx) => {
+        const row = await tx.get<{ next: number }>(
+          'SELECT COALESCE(MAX(attempt), 0) + 1 AS next FROM attempts WHERE task_id = ? AND stage = ?',
+          [taskId, stage],
+        );
+        const attempt = row?.next ?? 1;
+        const startedAt = now();
+        await tx.run(
+          "INSERT INTO attempts (task_id, stage, attempt, status, started_at) VALUES (?, ?, ?, 'running', ?)",
+          [taskId, stage, attempt, startedAt],
+        );
+        return {
+          taskId, stage, attempt, status: 'running' as const, startedAt, endedAt: null, detail: null, tarballPath: null,
+          tarballSha256: null,
+        };
+      });
+    } catch (err) {
+      if (isConstraint(err, 'FOREIGN KEY')) throw noTask(taskId);
+      throw err;
+    }
+  }
+
+  async finishAttempt(
+    taskId: string,
+    stage: string,
+    attempt: number,
+    outcome: { status: 'succeeded' | 'failed'; detail?: string; tarballPath?: string; tarballSha256?: string },
+  ): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const { changes } = await tx.run(
+        `UPDATE attempts SET status = ?, ended_at = ?, detail = ?, tarball_path = ?, tarball_sha256 = ?
+           WHERE task_id = ? AND stage = ? AND attempt = ? AND status = 'running'`,
+        [outcome.status, now(), outcome.detail ?? null, outcome.tarballPath ?? null, outcome.tarballSha256 ?? null,
+          taskId, stage, attempt],
+      );
+      if (changes === 1) return;
+      const details = { taskId, stage, attempt };
+      const existing = await tx.get<{ status: string }>(
+        'SELECT status FROM attempts WHERE task_id = ? AND stage = ? AND attempt = ?',
+        [taskId, stage, attempt],
+      );
+      if (existing === undefined) throw new FusionError('not_found', `no attempt ${stage}#${attempt} of task ${taskId}`, { details });
+      throw new FusionError('conflict', `attempt ${stage}#${attempt} of task ${taskId} already ${existing.status}`, { details });
+    });
+  }
+
+  async listAttempts(taskId: string): Promise<AttemptRecord[]> {
+    const rows = await this.db.all<AttemptRow>(
+      `SELECT task_id, stage, attempt, status, started_at, ended_at, detail, tarball_path, tarball_sha256
+         FROM attempts WHERE task_id = ? ORDER BY rowid`,
+      [taskId],
+    );
+    return rows.map(toAttemptRecord);
+  }
+
+  async commitResult(result: ResultRecord, patch: TransitionPatch = {}): Promise<TaskRecord | null> {
+    const taskId = result.taskId;
+    const record = await this.db.transaction(async (tx) => {
+      const moved = await applyTransition(tx, taskId, 'merging', 'completed', patch, now());
+      // Not merging: nothing was written (the CAS matched no row), so the commit is empty.
+      if (moved === null) return null;
+      try {
+        await tx.run(
+          `INSERT INTO results (task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          [taskId, result.answerPath, result.answerSha256, result.answerBytes, result.metadata, result.metadataSha256,
+            result.committedAt],
+        );
+      } catch (err) {
+        // Throwing rolls back the state change and both events with it.
+        if (isConstraint(err, 'UNIQUE')) throw new FusionError('conflict', `task ${taskId} already has a result`, { cause: err });
+        throw err;
+      }
+      return moved;
+    });
+    this.logTransition(taskId, 'merging', 'completed', record, patch.error);
+    return record;
+  }
+
+  async getResult(taskId: string): Promise<ResultRecord | null> {
+    const row = await this.db.get<ResultRow>(
+      `SELECT task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at
+         FROM results WHERE task_id = ?`,
+      [taskId],
+    );
+    return row === undefined ? null : toResultRecord(row);
+  }
+
+  /**
+   * Debug only: the tasks layer writes the one info line per state transition (DESIGN.md);
+   * this one is for tracing the store itself, including CAS misses.
+   */
+  private logTransition(taskId: string, from: TaskState, to: TaskState, record: TaskRecord | null, error?: TaskError): void {
+    if (record === null) {
+      this.log.debug({ taskId, from, to }, 'store transition skipped: state moved on');
+      return;
+    }
+    this.log.debug({ taskId, from, to, ...(error ? { errorCode: error.code } : {}) }, 'store transition committed');
+  }
+}
+
+async function selectTask(db: SqlExecutor, id: string): Promise<TaskRecord | null> {
+  const row = await db.get<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
+  return row === undefined ? null : toTaskRecord(row);
+}
+
+async function insertEvent(tx: SqlExecutor, taskId: string, kind: TaskEventKind, data: Record<string, unknown>, at: string): Promise<void> {
+  await tx.run('INSERT INTO task_events (task_id, at, kind, data) VALUES (?, ?, ?, ?)', [taskId, at, kind, serialise(data)]);
+}
+
+/**
+ * CAS `from → to` with its transition event and, for a terminal `to`, the SPEC §F2 terminal
+ * notification. Runs inside the caller's transaction; null when the task was not in `from`.
+ */
+async function applyTransition(
+  tx: SqlExecutor, id: string, from: TaskState, to: TaskState, patch: TransitionPatch, at: string,
+): Promise<TaskRecord | null> {
+  const sets = ['state = ?', 'updated_at = ?'];
+  const params: SqlParam[] = [to, at];
+  if (patch.error !== undefined) {
+    sets.push('error_code = ?', 'error_message = ?', 'error_state = ?');
+    params.push(patch.error.code, patch.error.message, patch.error.state);
+  }
+  if (patch.usage !== undefined) {
+    sets.push('usage = ?');
+    params.push(patch.usage);
+  }
+  const { changes } = await tx.run(`UPDATE tasks SET ${sets.join(', ')} WHERE id = ? AND state = ?`, [...params, id, from]);
+  if (changes === 0) return null;
+  const task = await selectTask(tx, id);
+  if (task === null) throw new FusionError('store_error', `task ${id} vanished during a transition`);
+
+  // eventData may add fields but never rewrite from/to/error, which are the store's facts.
+  const { from: _from, to: _to, error: _error, ...extra } = patch.eventData ?? {};
+  const transition: Record<string, unknown> = { from, to, ...extra };
+  if (patch.error !== undefined) transition.error = patch.error;
+  await insertEvent(tx, id, 'transition', transition, at);
+
+  if (isTerminal(to)) {
+    const error = to === 'completed' ? null : task.error;
+    await insertEvent(tx, id, 'terminal', {
+      taskId: id,
+      name: task.workflow,
+      status: statusOf(to),
+      error,
+      summary: terminalSummary(task, error),
+    }, at);
+  }
+  return task;
+}

@@ -1,0 +1,205 @@
+/**
+ * The candidate stage (SPEC §B1, §B4, §B8, §D): three sandboxes in parallel with identical
+ * prompts; the first failure aborts the siblings and fails the run (never 2-of-3); a launch is
+ * retried once only for a transient failure before the child existed. Every attempt's sealed
+ * tool-call log is verified and cross-checked against the broker's own record, then the
+ * attempt's files are packed into a tarball whose digest is recorded.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FusionError, toFusionError } from '../errors.js';
+import { CANDIDATE_TOOLS, CHILD_LIMITS, OUTPUT_CAPS, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
+import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
+import { SANDBOX_PATHS, type SandboxExit } from '../launcher/port.js';
+import { startBroker } from '../broker/broker-server.js';
+import { verifyToolCallLog } from '../audit/verify-log.js';
+import { crossCheckBrokerRecord } from '../audit/cross-check.js';
+import { packAttempt } from '../audit/tarball.js';
+import { attemptDirName, taskPaths } from '../tasks/paths.js';
+import { untrusted } from '../log.js';
+import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
+import { COMPRESSION_PROMPT } from './prompts.js';
+import type { RunState, WorkflowDeps } from './stage-context.js';
+
+export interface CandidateAnswer {
+  slot: 1 | 2 | 3;
+  attempt: number;
+  answer: string;
+  tarballPath: string;
+  tarballSha256: string;
+}
+
+export function outputBytes(text: string): number {
+  return Buffer.byteLength(JSON.stringify(text));
+}
+
+export function candidateTools(workflow: 'investigate' | 'research'): string[] {
+  return workflow === 'research' ? [...CANDIDATE_TOOLS, RESEARCH_FETCH_TOOL] : [...CANDIDATE_TOOLS];
+}
+
+export async function runCandidates(deps: WorkflowDeps, run: RunState, messages: ChatMessage[]): Promise<CandidateAnswer[]> {
+  const stageAc = new AbortController();
+  const onTaskAbort = (): void => stageAc.abort(run.signal.reason);
+  run.signal.addEventListener('abort', onTaskAbort, { once: true });
+  let firstError: FusionError | undefined;
+  const slots = [1, 2, 3] as const;
+  try {
+    const settled = await Promise.allSettled(
+      slots.map((slot) =>
+        runCandidateWithRetry(deps, run, slot, messages, stageAc.signal).catch((err: unknown) => {
+          const fe = toFusionError(err, 'child_failed', `candidate-${slot}`);
+          if (!firstError) {
+            firstError = fe;
+            // One failure fails the run: stop the siblings now (SPEC §B4).
+            stageAc.abort('sibling_failed');
+          }
+          throw fe;
+        }),
+      ),
+    );
+    if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled during the candidate stage');
+    if (firstError) throw firstError;
+    return settled.map((s) => (s as PromiseFulfilledResult<CandidateAnswer>).value);
+  } finally {
+    run.signal.removeEventListener('abort', onTaskAbort);
+  }
+}
+
+async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal): Promise<CandidateAnswer> {
+  try {
+    return await runCandidateAttempt(deps, run, slot, messages, signal);
+  } catch (err) {
+    const fe = toFusionError(err);
+    if (fe.code !== 'launch_failed' || !fe.retryable || signal.aborted) throw fe;
+    run.log.warn({ slot, err: fe.message }, 'transient launch failure; retrying once');
+    return runCandidateAttempt(deps, run, slot, messages, signal);
+  }
+}
+
+async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal): Promise<CandidateAnswer> {
+  const stage = `candidate-${slot}`;
+  const { store } = run.control;
+  const rec = await store.startAttempt(run.task.id, stage);
+  const name = attemptDirName(stage, rec.attempt);
+  const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
+  const staging = createStaging(join(deps.runRoot, run.task.id), name, deps.sandboxOwner);
+  const workflow = run.canonicalInput.workflow;
+  const declaredUrls = run.canonicalInput.context.declared_sources.map((s) => s.canonical_url);
+  const tools = candidateTools(workflow);
+  const request: ChildRequest = {
+    schema_version: SCHEMA.childRequest,
+    task_id: run.task.id,
+    workflow,
+    role: 'candidate',
+    slot,
+    attempt: rec.attempt,
+    tools,
+    declared_urls: declaredUrls,
+    messages,
+    limits: {
+      max_model_requests: CHILD_LIMITS.maxModelRequests,
+      max_tool_calls: CHILD_LIMITS.maxToolCalls,
+      max_tool_result_bytes: CHILD_LIMITS.maxToolResultBytes,
+      output_cap_bytes: OUTPUT_CAPS.candidateBytes,
+    },
+    compression_prompt: COMPRESSION_PROMPT,
+  };
+  writeRequestFile(staging, request);
+  const log = run.log.child({ stage, attempt: rec.attempt });
+  let handle: Awaited<ReturnType<Awaited<ReturnType<WorkflowDeps['launcherFor']>>['launch']>> | undefined;
+  const provider = deps.roster.candidate(slot);
+  const broker = await startBroker({
+    socketPath: staging.socketPath,
+    provider,
+    role: 'candidate',
+    taskId: run.task.id,
+    maxModelRequests: CHILD_LIMITS.maxModelRequests,
+    declaredUrls,
+    ...(workflow === 'research' && deps.fetcher ? { fetcher: deps.fetcher } : {}),
+    onActivity: () => handle?.markActivity(),
+    log,
+    ...(deps.sandboxOwner ? { socketOwner: deps.sandboxOwner } : {}),
+  });
+  let outcome: 'succeeded' | 'failed' = 'failed';
+  let detail: Record<string, unknown> = {};
+  let tarball: { path: string; sha256: string } | undefined;
+  try {
+    await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
+    const launcher = await deps.launcherFor(sandboxChoice(run));
+    handle = await launcher.launch({
+      taskId: run.task.id,
+      label: name,
+      repoDir: run.task.repoDir,
+      outDir: staging.outDir,
+      codeDir: deps.codeDir,
+      brokerSocketPath: staging.socketPath,
+      requestFile: staging.requestFile,
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/child-main.js`],
+      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' },
+      limits: deps.sandboxLimits,
+      signal,
+    });
+    const exit = await handle.exit;
+    detail = { exit: exitSummary(exit) };
+    await broker.close();
+    if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
+    collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);
+    tarball = await packAttempt(destDir, `${destDir}.tar`);
+    const answer = judgeExit(stage, exit, destDir);
+    const verified = await verifyToolCallLog({ dir: destDir, slot, attempt: rec.attempt, allowedTools: tools, declaredUrls });
+    crossCheckBrokerRecord(verified.records, broker.records);
+    run.usage.push({ stage, model: provider.id, requests: broker.usage.requests, inputTokens: broker.usage.inputTokens, outputTokens: broker.usage.outputTokens });
+    outcome = 'succeeded';
+    detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
+    run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
+    return { slot, attempt: rec.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 };
+  } catch (err) {
+    const fe = toFusionError(err, 'child_failed', stage);
+    detail = { ...detail, error: { code: fe.code, message: fe.message } };
+    throw fe;
+  } finally {
+    if (handle) await handle.kill().catch(() => undefined);
+    await broker.close().catch(() => undefined);
+    staging.remove();
+    await store.finishAttempt(run.task.id, stage, rec.attempt, {
+      status: outcome,
+      detail: JSON.stringify(detail),
+      ...(tarball ? { tarballPath: tarball.path, tarballSha256: tarball.sha256 } : {}),
+    });
+    await run.control.progress({ stage, attempt: rec.attempt, event: outcome }).catch(() => undefined);
+    log.info({ outcome }, 'candidate attempt settled');
+  }
+}
+
+function sandboxChoice(run: RunState): 'auto' | 'bwrap' | 'docker' {
+  const options = JSON.parse(run.task.options) as { sandbox?: 'auto' | 'bwrap' | 'docker' };
+  return options.sandbox ?? 'auto';
+}
+
+function exitSummary(exit: SandboxExit): Record<string, unknown> {
+  return { reason: exit.reason, exitCode: exit.exitCode, signal: exit.signal, durationMs: exit.durationMs };
+}
+
+/** Maps how the sandbox ended to a task error, or returns the answer. */
+function judgeExit(stage: string, exit: SandboxExit, destDir: string): string {
+  const stderr = untrusted(exit.stderrTail, 500);
+  if (exit.reason === 'wall_timeout' || exit.reason === 'idle_timeout') {
+    throw new FusionError('child_timeout', `${stage} hit its ${exit.reason === 'wall_timeout' ? 'wall' : 'idle'} timeout and was killed`, { stage, details: { stderr } });
+  }
+  if (exit.reason === 'output_cap') throw new FusionError('child_limit_exceeded', `${stage} exceeded its stdout/stderr byte cap and was killed`, { stage });
+  const outcomeFile = join(destDir, 'result.json');
+  const outcome = existsSync(outcomeFile) ? (JSON.parse(readFileSync(outcomeFile, 'utf8')) as ChildOutcome) : undefined;
+  const answerFile = join(destDir, 'answer.md');
+  if (exit.exitCode === 3 || outcome?.status === 'output_cap') {
+    throw new FusionError('child_output_cap', `${stage} answer exceeds the ${OUTPUT_CAPS.candidateBytes}-byte cap after one compression turn; the output is preserved in the attempt tarball, not truncated`, { stage });
+  }
+  if (exit.exitCode !== 0 || outcome?.status !== 'answered' || !existsSync(answerFile)) {
+    const why = outcome?.error ? `${outcome.error.code}: ${outcome.error.message}` : `exit code ${String(exit.exitCode)}${exit.signal ? `, signal ${exit.signal}` : ''}`;
+    throw new FusionError('child_failed', `${stage} failed (${untrusted(why, 300)})`, { stage, details: { stderr } });
+  }
+  const answer = readFileSync(answerFile, 'utf8');
+  if (outputBytes(answer) > OUTPUT_CAPS.candidateBytes) {
+    throw new FusionError('child_output_cap', `${stage} answer exceeds the ${OUTPUT_CAPS.candidateBytes}-byte cap; preserved, not truncated`, { stage });
+  }
+  return answer;
+}

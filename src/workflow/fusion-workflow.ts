@@ -1,0 +1,196 @@
+/**
+ * The Fusion workflow (SPEC §B) as a TaskRunner:
+ *   candidates (3 sandboxes, identical prompts) → anonymise (map persisted) → citation checks →
+ *   blind evaluator (+ at most one repair) → merger → commit (answer + metadata digests).
+ *
+ * Each stage boundary is checkpointed in the store, so restart recovery resumes from the last
+ * committed boundary: candidates are re-run from scratch (new attempt numbers, never reusing a
+ * sealed log), a finished candidate stage is never re-run.
+ */
+import { randomBytes } from 'node:crypto';
+import { FusionError } from '../errors.js';
+import { OUTPUT_CAPS, SCHEMA } from '../contracts/constants.js';
+import { canonicalJson, sha256Hex } from '../contracts/canonical.js';
+import type { TaskRunContext, TaskRunner } from '../tasks/runner-port.js';
+import { assertMeasuredWithinBudget, type BudgetPlan } from '../tasks/budget.js';
+import { taskPaths } from '../tasks/paths.js';
+import { mkdirDurable, writeFileDurable } from '../tasks/durable-fs.js';
+import type { TaskState } from '../tasks/state-machine.js';
+import { anonymize } from './anonymize.js';
+import { checkCitations } from './citations.js';
+import { boundValidationErrors, buildRepairInput, repairFailedError, validateEvaluationText, type Evaluation } from './evaluation-schema.js';
+import { findFusionInternals } from './internals-check.js';
+import {
+  PROMPTS_VERSION,
+  candidateSystemPrompt,
+  candidateUserPrompt,
+  evaluatorSystemPrompt,
+  evaluatorUserPrompt,
+  mergerSystemPrompt,
+  mergerUserPrompt,
+  messages,
+  promptsSha256,
+  repairUserPrompt,
+} from './prompts.js';
+import { candidateTools, runCandidates, type CandidateAnswer } from './candidate-stage.js';
+import { runNoToolStage } from './no-tool-stage.js';
+import { rosterEngines } from './roster.js';
+import type { RunState, WorkflowDeps } from './stage-context.js';
+
+type Letter = 'A' | 'B' | 'C';
+const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
+
+const CK = { candidates: 'candidates', anonymization: 'anonymization', evaluation: 'evaluation' } as const;
+
+export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
+  return { run: (ctx) => runFusion(deps, ctx) };
+}
+
+async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void> {
+  const { task, control } = ctx;
+  const run: RunState = {
+    task,
+    control,
+    signal: ctx.signal,
+    log: deps.log.child({ component: 'workflow', taskId: task.id }),
+    canonicalInput: JSON.parse(task.canonicalInput) as RunState['canonicalInput'],
+    plan: JSON.parse(task.budgetPlan) as BudgetPlan,
+    usage: task.usage ? (JSON.parse(task.usage) as { entries?: RunState['usage'] }).entries ?? [] : [],
+    attempts: [],
+  };
+  if (ctx.resume) {
+    for (const a of await control.store.listAttempts(task.id)) {
+      if (a.status === 'succeeded' && a.tarballPath && a.tarballSha256) run.attempts.push({ stage: a.stage, attempt: a.attempt, tarballPath: a.tarballPath, tarballSha256: a.tarballSha256 });
+    }
+  }
+  const state: TaskState = task.state;
+  const usagePatch = (): { usage: string } => ({ usage: canonicalJson({ entries: run.usage, totals: totals(run.usage) }) });
+
+  // Stage 1: candidates.
+  let candidates: CandidateAnswer[];
+  if (state === 'initializing' || state === 'candidates_running') {
+    if (state === 'initializing') await control.transition('candidates_running');
+    // On resume the candidate stage is re-run whole: drop attempts of the interrupted run.
+    run.attempts = run.attempts.filter((a) => !a.stage.startsWith('candidate-'));
+    const prompt = messages(candidateSystemPrompt(run.canonicalInput.workflow, candidateTools(run.canonicalInput.workflow)), candidateUserPrompt(run.canonicalInput));
+    assertMeasuredWithinBudget('candidate', Buffer.byteLength(canonicalJson(prompt)), run.plan);
+    candidates = await runCandidates(deps, run, prompt);
+    await control.store.saveCheckpoint(task.id, CK.candidates, canonicalJson(candidates));
+    await control.transition('candidates_complete', usagePatch());
+  } else {
+    candidates = JSON.parse(await requireCheckpoint(run, CK.candidates)) as CandidateAnswer[];
+  }
+
+  // Anonymise: the map is persisted before anything downstream sees an answer (SPEC §B5).
+  let map = await control.store.getCheckpoint(task.id, CK.anonymization);
+  if (!map) {
+    map = canonicalJson(anonymize(deps.randomBytes4 ?? (() => randomBytes(4))));
+    await control.store.saveCheckpoint(task.id, CK.anonymization, map);
+  }
+  const slots = JSON.parse(map) as Record<Letter, 1 | 2 | 3>;
+  const blindCandidates = LETTERS.map((id) => ({ candidate_id: id, response: answerOf(candidates, slots[id]) }));
+
+  // Stage 2: blind evaluation (+ at most one repair).
+  let evaluation: Evaluation;
+  const evaluationCk = await control.store.getCheckpoint(task.id, CK.evaluation);
+  if (evaluationCk !== null) {
+    evaluation = JSON.parse(evaluationCk) as Evaluation;
+  } else {
+    if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
+    if ((await control.store.getTask(task.id))?.state === 'candidates_complete') await control.transition('evaluating');
+    // Ground truth for the evaluator, for any engine: every path:line citation checked against the repository.
+    const citationChecks = Object.fromEntries(
+      await Promise.all(blindCandidates.map(async (c) => [c.candidate_id, await checkCitations(task.repoDir, c.response)] as const)),
+    );
+    const blindInput = { schema_version: SCHEMA.blindCandidates, canonical_input: run.canonicalInput, candidates: blindCandidates, citation_checks: citationChecks };
+    evaluation = await evaluate(deps, run, blindInput);
+    await control.store.saveCheckpoint(task.id, CK.evaluation, canonicalJson(evaluation));
+    await control.transition('evaluation_complete', usagePatch());
+  }
+
+  // Stage 3: merge.
+  if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
+  if ((await control.store.getTask(task.id))?.state === 'evaluation_complete') await control.transition('merging');
+  const mergeInput = { schema_version: SCHEMA.mergeInput, canonical_input: run.canonicalInput, candidates: blindCandidates, evaluation };
+  const mergeMessages = messages(mergerSystemPrompt(), mergerUserPrompt(mergeInput));
+  assertMeasuredWithinBudget('merger', Buffer.byteLength(canonicalJson(mergeMessages)), run.plan);
+  const merged = await runNoToolStage(deps, run, 'merger', mergeMessages, OUTPUT_CAPS.mergerBytes);
+  if (merged.overCap) throw new FusionError('child_output_cap', `merger answer exceeds the ${OUTPUT_CAPS.mergerBytes}-byte cap; preserved in the attempt tarball, not truncated`, { stage: 'merger' });
+  const answer = merged.text.trim();
+  if (answer === '') throw new FusionError('merge_invalid', 'merger returned an empty answer', { stage: 'merger' });
+  const internals = findFusionInternals(answer);
+  if (internals.length > 0) throw new FusionError('merge_invalid', `merger answer mentions fusion internals: ${internals.slice(0, 5).join(', ')}`, { stage: 'merger' });
+
+  // Commit: answer file + metadata, digests recorded in the same transaction as `completed`.
+  const paths = taskPaths(deps.tasksDir, task.id);
+  mkdirDurable(paths.resultDir, 0o700);
+  const answerText = `${answer}\n`;
+  writeFileDurable(paths.answerFile, answerText);
+  const answerSha = sha256Hex(answerText);
+  const metadata = canonicalJson({
+    schema_version: SCHEMA.result,
+    task_id: task.id,
+    workflow: run.canonicalInput.workflow,
+    engine: rosterEngines(deps.roster).join('+'),
+    prompts_version: PROMPTS_VERSION,
+    prompts_sha256: promptsSha256(),
+    canonical_input_sha256: task.canonicalInputSha256,
+    answer_sha256: answerSha,
+    answer_bytes: Buffer.byteLength(answerText),
+    evaluation_sha256: sha256Hex(canonicalJson(evaluation)),
+    anonymization: slots,
+    attempts: run.attempts,
+  });
+  writeFileDurable(paths.metadataFile, metadata);
+  await control.commit(
+    {
+      taskId: task.id,
+      answerPath: paths.answerFile,
+      answerSha256: answerSha,
+      answerBytes: Buffer.byteLength(answerText),
+      metadata,
+      metadataSha256: sha256Hex(metadata),
+      committedAt: new Date().toISOString(),
+    },
+    usagePatch(),
+  );
+}
+
+async function evaluate(deps: WorkflowDeps, run: RunState, blindInput: Record<string, unknown>): Promise<Evaluation> {
+  const evalMessages = messages(evaluatorSystemPrompt(), evaluatorUserPrompt(blindInput));
+  assertMeasuredWithinBudget('evaluator', Buffer.byteLength(canonicalJson(evalMessages)), run.plan);
+  const first = await runNoToolStage(deps, run, 'evaluator', evalMessages, OUTPUT_CAPS.evaluatorBytes);
+  // An oversized evaluation fails; it is not repaired (SPEC §B8).
+  if (first.overCap) throw new FusionError('child_output_cap', `evaluator output exceeds the ${OUTPUT_CAPS.evaluatorBytes}-byte cap; preserved, not truncated, and not repaired`, { stage: 'evaluator' });
+  const checked = validateEvaluationText(first.text);
+  if (checked.ok) return checked.evaluation;
+
+  run.log.warn({ errors: checked.errors.length }, 'evaluator output invalid; running the one repair');
+  const repairInput = buildRepairInput(blindInput, first.text, boundValidationErrors(checked.errors));
+  const repairMessages = messages(evaluatorSystemPrompt(), repairUserPrompt(repairInput));
+  assertMeasuredWithinBudget('repair', Buffer.byteLength(canonicalJson(repairMessages)), run.plan);
+  const second = await runNoToolStage(deps, run, 'repair', repairMessages, OUTPUT_CAPS.evaluatorBytes);
+  if (second.overCap) throw new FusionError('child_output_cap', `evaluator repair output exceeds the ${OUTPUT_CAPS.evaluatorBytes}-byte cap`, { stage: 'repair' });
+  const repaired = validateEvaluationText(second.text);
+  if (repaired.ok) return repaired.evaluation;
+  throw repairFailedError(repaired.errors);
+}
+
+function answerOf(candidates: CandidateAnswer[], slot: number): string {
+  const found = candidates.find((c) => c.slot === slot);
+  if (!found) throw new FusionError('internal_error', `no candidate answer for slot ${slot}`);
+  return found.answer;
+}
+
+async function requireCheckpoint(run: RunState, key: string): Promise<string> {
+  const value = await run.control.store.getCheckpoint(run.task.id, key);
+  if (value === null) {
+    throw new FusionError('supervisor_restarted', `the daemon restarted while the task was ${run.task.state}, and the ${key} checkpoint needed to resume is missing`, { stage: run.task.state });
+  }
+  return value;
+}
+
+function totals(entries: RunState['usage']): { requests: number; inputTokens: number; outputTokens: number } {
+  return entries.reduce((t, e) => ({ requests: t.requests + e.requests, inputTokens: t.inputTokens + e.inputTokens, outputTokens: t.outputTokens + e.outputTokens }), { requests: 0, inputTokens: 0, outputTokens: 0 });
+}
+

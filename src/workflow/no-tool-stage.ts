@@ -1,0 +1,95 @@
+/**
+ * Evaluator, repair and merger: one Bree worker thread each, no tools, their own broker socket
+ * (so every model call of every stage goes through the one place that holds credentials and
+ * keeps the record). Output is preserved whole; the cap is checked here (SPEC §B8).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FusionError, toFusionError } from '../errors.js';
+import { CHILD_LIMITS, SCHEMA } from '../contracts/constants.js';
+import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
+import { startBroker } from '../broker/broker-server.js';
+import { packAttempt } from '../audit/tarball.js';
+import { attemptDirName, taskPaths } from '../tasks/paths.js';
+import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
+import { outputBytes } from './candidate-stage.js';
+import type { RunState, WorkflowDeps } from './stage-context.js';
+import type { ModelProvider } from '../models/port.js';
+
+export type NoToolRole = 'evaluator' | 'repair' | 'merger';
+
+export interface StageOutput {
+  text: string;
+  attempt: number;
+  overCap: boolean;
+}
+
+export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: NoToolRole, messages: ChatMessage[], capBytes: number): Promise<StageOutput> {
+  const { store } = run.control;
+  const rec = await store.startAttempt(run.task.id, role);
+  const name = attemptDirName(role, rec.attempt);
+  const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
+  // Stage workers run on the host as the daemon's user: no ownership change needed.
+  const staging = createStaging(join(deps.runRoot, run.task.id), name, null);
+  const request: ChildRequest = {
+    schema_version: SCHEMA.childRequest,
+    task_id: run.task.id,
+    workflow: run.canonicalInput.workflow,
+    role,
+    slot: null,
+    attempt: rec.attempt,
+    tools: [],
+    declared_urls: [],
+    messages,
+    limits: { max_model_requests: 1, max_tool_calls: 0, max_tool_result_bytes: 0, output_cap_bytes: capBytes },
+    compression_prompt: '',
+  };
+  writeRequestFile(staging, request);
+  const provider: ModelProvider = role === 'merger' ? deps.roster.merger() : deps.roster.evaluator();
+  const log = run.log.child({ stage: role, attempt: rec.attempt });
+  const broker = await startBroker({ socketPath: staging.socketPath, provider, role, taskId: run.task.id, maxModelRequests: 1, declaredUrls: [], log });
+  let outcome: 'succeeded' | 'failed' = 'failed';
+  let detail: Record<string, unknown> = {};
+  let tarball: { path: string; sha256: string } | undefined;
+  try {
+    await run.control.progress({ stage: role, attempt: rec.attempt, event: 'started' });
+    const exit = await deps.stageWorkers.run({
+      name: `${run.task.id}:${role}:${rec.attempt}`,
+      workerData: { requestFile: staging.requestFile, outDir: staging.outDir, brokerSocket: staging.socketPath },
+      timeoutMs: deps.stageTimeoutMs ?? CHILD_LIMITS.wallMs,
+      maxOldGenerationSizeMb: 256,
+      signal: run.signal,
+    });
+    detail = { exit };
+    await broker.close();
+    if (run.signal.aborted) throw new FusionError('cancelled', `${role} was stopped`, { stage: role });
+    collectOutputs(staging.outDir, destDir, 4 * 1024 * 1024);
+    tarball = await packAttempt(destDir, `${destDir}.tar`);
+    if (exit.reason === 'timeout') throw new FusionError('child_timeout', `${role} hit its wall timeout and was stopped`, { stage: role });
+    const outcomeFile = join(destDir, 'result.json');
+    const childOutcome = existsSync(outcomeFile) ? (JSON.parse(readFileSync(outcomeFile, 'utf8')) as ChildOutcome) : undefined;
+    const answerFile = join(destDir, 'answer.md');
+    if (!existsSync(answerFile) || (childOutcome && childOutcome.status === 'failed')) {
+      const why = childOutcome?.error ? `${childOutcome.error.code}: ${childOutcome.error.message}` : `worker exit code ${exit.exitCode}`;
+      throw new FusionError(why.startsWith('model_error') ? 'model_error' : 'child_failed', `${role} produced no answer (${why})`, { stage: role });
+    }
+    const text = readFileSync(answerFile, 'utf8');
+    run.usage.push({ stage: role, model: provider.id, requests: broker.usage.requests, inputTokens: broker.usage.inputTokens, outputTokens: broker.usage.outputTokens });
+    run.attempts.push({ stage: role, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
+    outcome = 'succeeded';
+    return { text, attempt: rec.attempt, overCap: outputBytes(text) > capBytes };
+  } catch (err) {
+    const fe = toFusionError(err, 'child_failed', role);
+    detail = { ...detail, error: { code: fe.code, message: fe.message } };
+    throw fe;
+  } finally {
+    await broker.close().catch(() => undefined);
+    staging.remove();
+    await store.finishAttempt(run.task.id, role, rec.attempt, {
+      status: outcome,
+      detail: JSON.stringify(detail),
+      ...(tarball ? { tarballPath: tarball.path, tarballSha256: tarball.sha256 } : {}),
+    });
+    await run.control.progress({ stage: role, attempt: rec.attempt, event: outcome }).catch(() => undefined);
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * What every stage of one task shares: the task, its directories, the dependencies, and the
+ * usage ledger. Built once per run by the workflow.
+ */
+import type { Logger } from '../log.js';
+import type { TaskRecord } from '../store/port.js';
+import type { TaskControl } from '../tasks/runner-port.js';
+import type { Launcher, SandboxLimits } from '../launcher/port.js';
+import type { Roster } from './roster.js';
+import type { StageWorkers } from './stage-workers.js';
+import type { SandboxOwner } from './staging.js';
+import type { FetchRequest, FetchResponse } from '../contracts/broker-protocol.js';
+import type { BudgetPlan } from '../tasks/budget.js';
+
+export type Fetcher = (req: FetchRequest, signal: AbortSignal) => Promise<FetchResponse>;
+
+export interface WorkflowDeps {
+  log: Logger;
+  tasksDir: string;
+  /** Root under which per-attempt staging directories are made (outside the 0700 data dir). */
+  runRoot: string;
+  /** Host directory of the built code (dist/), bound read-only at /opt/fusion. */
+  codeDir: string;
+  /** The Bree job file for evaluator/repair/merger. */
+  stageJobFile: string;
+  launcherFor(choice: 'auto' | 'bwrap' | 'docker'): Promise<Launcher>;
+  roster: Roster;
+  stageWorkers: StageWorkers;
+  sandboxOwner: SandboxOwner | null;
+  sandboxLimits: SandboxLimits;
+  /** Guarded fetch for research candidates (egress issue); absent → research candidates cannot fetch. */
+  fetcher?: Fetcher;
+  /** Injected for the anonymisation test vector. */
+  randomBytes4?: () => Buffer;
+  /** Stage worker wall timeout. */
+  stageTimeoutMs?: number;
+}
+
+export interface UsageEntry {
+  stage: string;
+  model: string;
+  requests: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface AttemptSummary {
+  stage: string;
+  attempt: number;
+  tarballPath: string;
+  tarballSha256: string;
+}
+
+export interface RunState {
+  task: TaskRecord;
+  control: TaskControl;
+  signal: AbortSignal;
+  log: Logger;
+  canonicalInput: { workflow: 'investigate' | 'research'; context: { declared_sources: Array<{ canonical_url: string }> } } & Record<string, unknown>;
+  plan: BudgetPlan;
+  usage: UsageEntry[];
+  attempts: AttemptSummary[];
+}

@@ -1,0 +1,87 @@
+/** Numbered migrations: idempotent, transactional, and refusing a newer database. */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FusionError } from '../../../src/errors.js';
+import { silentLogger } from '../../../src/log.js';
+import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../../src/store/migrations.js';
+import { SqliteDb } from '../../../src/store/sqlite-db.js';
+import { openStore, tempDir, type TempDir } from './helpers.js';
+
+let tmp: TempDir;
+
+beforeEach(async () => {
+  tmp = await tempDir();
+});
+
+afterEach(async () => {
+  await tmp.cleanup();
+});
+
+async function withDb<T>(fn: (db: SqliteDb) => Promise<T>): Promise<T> {
+  const db = await SqliteDb.open(tmp.file, silentLogger());
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+async function rejection(promise: Promise<unknown>): Promise<FusionError> {
+  const err: unknown = await promise.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(FusionError);
+  return err as FusionError;
+}
+
+describe('migrations', () => {
+  it('are numbered 1..n', () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2]);
+    expect(LATEST_SCHEMA_VERSION).toBe(2);
+  });
+
+  it('create every table once and are idempotent across opens', async () => {
+    for (let i = 0; i < 2; i += 1) {
+      const store = await openStore(tmp.file);
+      await store.init();
+      await store.close();
+    }
+    await withDb(async (db) => {
+      const versions = await db.all<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
+      expect(versions).toEqual([{ version: 1, name: 'tasks' }, { version: 2, name: 'research' }]);
+      const tables = await db.all<{ name: string }>(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      );
+      expect(tables.map((t) => t.name)).toEqual([
+        'api_keys', 'attempts', 'checkpoints', 'research_documents', 'research_runs', 'research_snapshots', 'results',
+        'schema_migrations', 'task_events', 'tasks',
+      ]);
+      const indexes = await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
+      expect(indexes.map((i) => i.name)).toEqual(['task_events_task_seq', 'tasks_state']);
+      expect(await migrate(db, silentLogger())).toEqual({ from: 2, to: 2, applied: [] });
+    });
+  });
+
+  it('refuses a database whose schema is newer than the code', async () => {
+    await (await openStore(tmp.file)).close();
+    await withDb((db) => db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, 'future', 'x')"));
+    const err = await rejection(openStore(tmp.file));
+    expect(err.code).toBe('store_error');
+    expect(err.message).toMatch(/schema version 3 is newer than this fusion build knows \(2\)/);
+    expect(err.retryable).toBe(false);
+  });
+
+  it('apply each migration atomically with its version row', async () => {
+    const broken = [...MIGRATIONS, { version: 3, name: 'broken', sql: 'CREATE TABLE half (x); CREATE TABLE half (y);' }];
+    await withDb(async (db) => {
+      const err = await rejection(migrate(db, silentLogger(), broken));
+      expect(err.code).toBe('store_error');
+      expect(await db.get("SELECT name FROM sqlite_master WHERE name = 'half'")).toBeUndefined();
+      expect(await db.get<{ v: number }>('SELECT MAX(version) AS v FROM schema_migrations')).toEqual({ v: 2 });
+    });
+  });
+
+  it('reject a list with a gap in its numbering', async () => {
+    const gapped = [...MIGRATIONS, { version: 4, name: 'gap', sql: 'SELECT 1' }];
+    await withDb(async (db) => {
+      expect((await rejection(migrate(db, silentLogger(), gapped))).code).toBe('internal_error');
+    });
+  });
+});
