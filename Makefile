@@ -1,0 +1,45 @@
+# Fusion supervisor — every entry point an admin or CI needs.
+#   make test   all set-up, then lint, typecheck and every test suite
+#   make run    all set-up, then one investigate job over this repository (embedded daemon)
+#   make bench  benchmarks, JSON to bench/out/
+SHELL := /bin/bash
+NODE_BIN := node_modules/.bin
+export FUSION_HOME ?= $(CURDIR)/.fusion-home
+
+.PHONY: setup deps system-deps build lint typecheck test unit run bench clean
+
+setup: system-deps deps build
+
+# Debian packages the sandboxes and tests need; installed only when missing, only as root.
+system-deps:
+	@bash scripts/setup-system.sh
+
+deps: node_modules/.installed
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+build: deps
+	$(NODE_BIN)/tsc -p tsconfig.build.json
+
+lint: deps
+	$(NODE_BIN)/eslint .
+
+typecheck: deps
+	$(NODE_BIN)/tsc --noEmit -p tsconfig.json
+
+test: setup lint typecheck
+	FUSION_TEST_SKIP_BUILD=1 $(NODE_BIN)/vitest run
+
+run: setup
+	node dist/src/cli/main.js investigate --repo $(CURDIR) --wait \
+	  --objective "Find where the task state machine and its transition table are implemented" \
+	  --background "The daemon moves each Fusion task through the states of SPEC section B2" \
+	  --deliverable "The file and lines that define the states and allowed transitions"
+
+bench: setup
+	@mkdir -p bench/out
+	node --expose-gc bench/run.mjs
+
+clean:
+	rm -rf dist .fusion-home bench/out
