@@ -6,6 +6,7 @@ import { chmodSync, mkdirSync, statSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createHash } from 'node:crypto';
 import type { Server } from 'node:http';
 import { createLogger, type Logger } from './log.js';
 import { FusionError } from './errors.js';
@@ -119,7 +120,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     createFusionWorkflow({
       log,
       tasksDir: paths.tasksDir,
-      runRoot: join(tmpdir(), `fusion-run-${process.getuid?.() ?? 0}`, Buffer.from(config.home).toString('hex').slice(-16)),
+      // Short on purpose: broker socket paths live below it (107-byte limit).
+      runRoot: join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`),
       codeDir: CODE_DIR,
       stageJobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'),
       launcherFor,

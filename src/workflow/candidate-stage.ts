@@ -82,7 +82,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   const rec = await store.startAttempt(run.task.id, stage);
   const name = attemptDirName(stage, rec.attempt);
   const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
-  const staging = createStaging(join(deps.runRoot, run.task.id), name, deps.sandboxOwner);
+  // Unix socket paths are limited to 107 bytes: keep staging names short.
+  const staging = createStaging(deps.runRoot, `${run.task.id.slice(-12)}-${name}`, deps.sandboxOwner);
   const workflow = run.canonicalInput.workflow;
   const declaredUrls = run.canonicalInput.context.declared_sources.map((s) => s.canonical_url);
   const tools = candidateTools(workflow);

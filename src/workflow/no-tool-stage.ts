@@ -30,7 +30,7 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
   const name = attemptDirName(role, rec.attempt);
   const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
   // Stage workers run on the host as the daemon's user: no ownership change needed.
-  const staging = createStaging(join(deps.runRoot, run.task.id), name, null);
+  const staging = createStaging(deps.runRoot, `${run.task.id.slice(-12)}-${name}`, null);
   const request: ChildRequest = {
     schema_version: SCHEMA.childRequest,
     task_id: run.task.id,
