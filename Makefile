@@ -41,5 +41,8 @@ bench: setup
 	@mkdir -p bench/out
 	node --expose-gc bench/run.mjs
 
+# Backend-specific targets (image, base-image…) live in mk/*.mk.
+-include mk/*.mk
+
 clean:
 	rm -rf dist .fusion-home bench/out
