@@ -1,0 +1,184 @@
+/**
+ * The final answer, composed from the findings the evaluation's plan marks as verified:
+ * deduplicated by `path:line` (or URL passage), ordered by how many answers carry the same
+ * line, then by the plan's order; conflicts become plain statements; anything the plan says to
+ * avoid is left out. The text speaks to the person who asked and says nothing about how it was
+ * produced.
+ */
+import { OUTPUT_CAPS } from '../../contracts/constants.js';
+import { capBytes, codeSpan } from './answer.js';
+import { codeSpans, parseCitedLines, parseCitedUrls } from './citations.js';
+import { definedName } from './definitions.js';
+import { compareStrings } from './strategy.js';
+import type { Term } from './terms.js';
+import { extractTerms, requestFields, termWeight, termsIn } from './terms.js';
+import { asArray, asRecord, asString } from './transcript.js';
+
+const MAX_LINES = 30;
+const MAX_PASSAGES = 10;
+const MAX_QUOTE_CHARS = 400;
+const PATH_LINE = /^([^\s`:][^\s`]*?):(\d+)(?:-\d+)?$/u;
+const URL = /https?:\/\/[^\s<>`"')\]]+/u;
+
+interface Line {
+  citation: string;
+  path: string;
+  line: number;
+  quote: string;
+  /** Answers carrying this exact line. */
+  support: number;
+  order: number;
+}
+
+interface PassageGroup {
+  url: string;
+  passages: string[][];
+  support: number;
+  order: number;
+}
+
+function firstCitation(text: string): string | null {
+  for (const span of codeSpans(text)) {
+    const m = PATH_LINE.exec(span.trim());
+    if (m) return `${m[1] as string}:${Number(m[2])}`;
+  }
+  return null;
+}
+
+function firstUrl(text: string): string | null {
+  const m = URL.exec(text);
+  return m ? m[0].replace(/[.,;:]+$/u, '') : null;
+}
+
+function firstPath(text: string): string | null {
+  for (const span of codeSpans(text)) {
+    const s = span.trim();
+    if (!s.includes(' ') && /[/.]/u.test(s) && !/^https?:/iu.test(s)) return s.replace(/:\d+(?:-\d+)?$/u, '');
+  }
+  return firstUrl(text);
+}
+
+function reason(quote: string, terms: readonly Term[]): string {
+  const parts: string[] = [];
+  const name = definedName(quote);
+  if (name !== null) parts.push(`defines ${codeSpan(name)}`);
+  const matched = termsIn(quote, terms);
+  if (matched.length > 0) parts.push(`matches ${matched.map((t) => t.word).join(', ')}`);
+  return parts.length > 0 ? ` — ${parts.join('; ')}` : '';
+}
+
+export function merge(mergeInput: unknown): string {
+  const input = asRecord(mergeInput);
+  const fields = requestFields(asString(asRecord(asRecord(input['canonical_input'])['request'])['text']));
+  const terms = extractTerms(fields);
+  const evaluation = asRecord(input['evaluation']);
+  const plan = asRecord(evaluation['synthesis_plan']);
+  const include = asArray(plan['must_include']).map((c) => asString(asRecord(c)['contribution']));
+  const avoid = asArray(plan['must_avoid']).map(asString);
+
+  const includeOrder = new Map<string, number>();
+  include.forEach((text, i) => {
+    const key = firstCitation(text) ?? firstUrl(text);
+    if (key !== null && !includeOrder.has(key)) includeOrder.set(key, i);
+  });
+  const avoided = new Set(avoid.flatMap((text) => [firstCitation(text), firstUrl(text)].filter((k): k is string => k !== null)));
+  // A plan written as prose (no citations) cannot select lines: then every quoted, not avoided line is used.
+  const strict = includeOrder.size > 0 || include.length === 0;
+  const allowed = (key: string): boolean => !avoided.has(key) && (!strict || includeOrder.has(key));
+
+  const lines = new Map<string, Line>();
+  const groups = new Map<string, PassageGroup>();
+  let seen = 0;
+  for (const c of asArray(input['candidates'])) {
+    const response = asString(asRecord(c)['response']);
+    const counted = new Set<string>();
+    for (const cited of parseCitedLines(response)) {
+      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation)) continue;
+      const entry = lines.get(cited.citation) ?? { citation: cited.citation, path: cited.path, line: cited.line, quote: cited.quote, support: 0, order: seen++ };
+      if (!counted.has(cited.citation)) entry.support += 1;
+      counted.add(cited.citation);
+      lines.set(cited.citation, entry);
+    }
+    for (const cited of parseCitedUrls(response)) {
+      if (cited.quotes.length === 0 || !allowed(cited.url)) continue;
+      const group = groups.get(cited.url) ?? { url: cited.url, passages: [], support: 0, order: seen++ };
+      if (!counted.has(cited.url)) group.support += 1;
+      counted.add(cited.url);
+      if (!group.passages.some((p) => p.join('\n') === cited.quotes.join('\n'))) group.passages.push(cited.quotes);
+      groups.set(cited.url, group);
+    }
+  }
+  const rank = (key: string, fallback: number): number => includeOrder.get(key) ?? include.length + fallback;
+  const kept = [...lines.values()].sort((a, b) => b.support - a.support || rank(a.citation, a.order) - rank(b.citation, b.order) || compareStrings(a.citation, b.citation)).slice(0, MAX_LINES);
+  const pages = [...groups.values()].sort((a, b) => b.support - a.support || rank(a.url, a.order) - rank(b.url, b.order) || compareStrings(a.url, b.url));
+
+  // The location to lead with: the one a conflict resolution prefers, else the best-supported file.
+  const conflicts = asArray(evaluation['conflicts']).map(asRecord);
+  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term> }>();
+  for (const l of kept) {
+    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>() };
+    f.support = Math.max(f.support, l.support);
+    f.lines += 1;
+    for (const t of termsIn(l.quote, terms)) f.terms.add(t);
+    fileSupport.set(l.path, f);
+  }
+  const preferredByResolution = conflicts.map((c) => firstPath(asString(c['resolution']))).find((p) => p !== null && (fileSupport.has(p) || groups.has(p)));
+  const byEvidence = [...fileSupport.entries()].sort((a, b) => b[1].support - a[1].support || termWeight([...b[1].terms]) - termWeight([...a[1].terms]) || b[1].lines - a[1].lines || a[1].order - b[1].order)[0]?.[0];
+  const lead = preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
+
+  const out: string[] = ['## Answer', ''];
+  if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
+  if (lead === null) {
+    out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.');
+  } else if (fileSupport.has(lead)) {
+    const inLead = kept.filter((l) => l.path === lead);
+    const key = [...inLead].sort((a, b) => Number(definedName(b.quote) !== null) - Number(definedName(a.quote) !== null) || termWeight(termsIn(b.quote, terms)) - termWeight(termsIn(a.quote, terms)) || b.support - a.support || a.order - b.order)[0] as Line;
+    const covered = [...(fileSupport.get(lead)?.terms ?? [])];
+    const name = definedName(key.quote);
+    out.push(
+      `The most likely location is ${codeSpan(lead)}: ${inLead.length} confirmed ${inLead.length === 1 ? 'line' : 'lines'} there` +
+        (covered.length > 0 ? ` match the request (${covered.map((t) => t.word).join(', ')})` : '') +
+        `. The key line${name !== null ? ` defines ${codeSpan(name)}` : ' is'}:`,
+      '',
+      `- ${codeSpan(key.citation)}`,
+      `  > ${codeSpan(key.quote)}`,
+    );
+  } else {
+    out.push(`The most relevant source is ${lead}; its confirmed passages are quoted below.`);
+  }
+
+  if (kept.length > 0) {
+    out.push('', '## Evidence', '');
+    for (const l of kept) out.push(`- ${codeSpan(l.citation)}${reason(l.quote, terms)}`, `  > ${codeSpan(l.quote)}`);
+  }
+  const shownPages = pages.slice(0, MAX_PASSAGES);
+  if (shownPages.length > 0) {
+    out.push('', '## Web sources', '');
+    for (const g of shownPages) {
+      for (const passage of g.passages.slice(0, 3)) {
+        const matched = termsIn(passage.join(' '), terms);
+        out.push(`- ${g.url}${matched.length > 0 ? ` — matches ${matched.map((t) => t.word).join(', ')}` : ''}`, ...passage.map((q) => `  > ${q}`));
+      }
+    }
+  }
+
+  const notes: string[] = [];
+  for (const c of conflicts) {
+    const claimed = [...new Set(asArray(c['positions']).map((p) => firstPath(asString(asRecord(p)['position']))).filter((p): p is string => p !== null && p !== lead))];
+    if (lead !== null && claimed.length > 0) {
+      notes.push(`${claimed.map((p) => codeSpan(p)).join(', ')} ${claimed.length === 1 ? 'also relates' : 'also relate'} to the request, but the confirmed evidence points to ${codeSpan(lead)}.`);
+    }
+  }
+  if (avoided.size > 0) notes.push(`${avoided.size} cited ${avoided.size === 1 ? 'location' : 'locations'} could not be confirmed against the repository or the fetched pages and ${avoided.size === 1 ? 'is' : 'are'} left out.`);
+  const covered = new Set([...kept.flatMap((l) => termsIn(l.quote, terms)), ...pages.flatMap((g) => termsIn(g.passages.flat().join(' '), terms))]);
+  const missing = terms.filter((t) => !covered.has(t));
+  if (missing.length > 0) notes.push(`No confirmed line mentions ${missing.map((t) => codeSpan(t.word)).join(', ')}.`);
+  if (notes.length > 0) out.push('', '## Notes', '', ...notes.map((n) => `- ${n}`));
+
+  let text = `${out.join('\n')}\n`;
+  while (capBytes(text) > OUTPUT_CAPS.mergerBytes && out.length > 4) {
+    out.splice(out.length - 2, 2);
+    text = `${out.join('\n')}\n`;
+  }
+  return text;
+}
