@@ -255,6 +255,8 @@ export class TaskService {
       if (event.seq <= (this.published.get(taskId) ?? 0)) continue;
       this.published.set(taskId, event.seq);
       this.deps.bus.publish(event);
+      // Nothing is published after the terminal event; forget the cursor so the map stays small.
+      if (event.kind === 'terminal') this.published.delete(taskId);
     }
   }
 }
