@@ -18,7 +18,7 @@ import { receiptText, type Receipt } from '../contracts/api.js';
 import type { TaskOptions } from '../contracts/task-options.js';
 import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
 import { isTerminal, type TaskState } from './state-machine.js';
-import { TaskEventBus } from './event-bus.js';
+import type { TaskEventBus } from './event-bus.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from './budget.js';
@@ -266,7 +266,7 @@ function validateRepoDir(repo: string): string {
   if (!isAbsolute(trimmed)) {
     throw new FusionError('invalid_input', `repo must be an absolute directory path, got ${JSON.stringify(repo)}`, { details: { field: 'repo' } });
   }
-  let isDir = false;
+  let isDir: boolean;
   try {
     isDir = statSync(trimmed).isDirectory();
   } catch {

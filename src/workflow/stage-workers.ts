@@ -4,6 +4,7 @@
  * it runs the same agent loop as a sandbox child, with no tools, against its own broker socket.
  */
 import Bree from 'bree';
+import type { Worker } from 'node:worker_threads';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -63,7 +64,7 @@ export function createBreeStageWorkers(options: { jobFile: string; log: Logger }
       try {
         const exit = await new Promise<StageWorkerExit>((resolve, reject) => {
           let reason: StageWorkerExit['reason'] = 'exited';
-          let worker: import('node:worker_threads').Worker | undefined;
+          let worker: Worker | undefined;
           const stopWorker = (why: StageWorkerExit['reason']): void => {
             reason = why;
             void worker?.terminate();
