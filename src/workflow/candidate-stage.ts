@@ -19,7 +19,7 @@ import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
 import { COMPRESSION_PROMPT } from './prompts.js';
-import type { RunState, WorkflowDeps } from './stage-context.js';
+import type { Fetcher, RunState, WorkflowDeps } from './stage-context.js';
 
 export interface CandidateAnswer {
   slot: 1 | 2 | 3;
@@ -116,7 +116,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     taskId: run.task.id,
     maxModelRequests: CHILD_LIMITS.maxModelRequests,
     declaredUrls,
-    ...(workflow === 'research' && deps.fetcher ? { fetcher: deps.fetcher } : {}),
+    ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run) } : {}),
     onActivity: () => handle?.markActivity(),
     log,
     ...(deps.sandboxOwner ? { socketOwner: deps.sandboxOwner } : {}),
@@ -171,6 +171,15 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     await run.control.progress({ stage, attempt: rec.attempt, event: outcome }).catch(() => undefined);
     log.info({ outcome }, 'candidate attempt settled');
   }
+}
+
+/** Keeps what each fetch returned, so the evaluator's URL checks can compare quotes with the page. */
+function recordingFetcher(fetcher: Fetcher, run: RunState): Fetcher {
+  return async (req, signal) => {
+    const res = await fetcher(req, signal);
+    if (res.ok) run.fetched.push({ url: res.result.url, content: res.result.content });
+    return res;
+  };
 }
 
 function sandboxChoice(run: RunState): 'auto' | 'bwrap' | 'docker' {

@@ -17,7 +17,7 @@ import { taskPaths } from '../tasks/paths.js';
 import { mkdirDurable, writeFileDurable } from '../tasks/durable-fs.js';
 import type { TaskState } from '../tasks/state-machine.js';
 import { anonymize } from './anonymize.js';
-import { checkCitations } from './citations.js';
+import { checkCitations, checkUrlCitations } from './citations.js';
 import { boundValidationErrors, buildRepairInput, repairFailedError, validateEvaluationText, type Evaluation } from './evaluation-schema.js';
 import { findFusionInternals } from './internals-check.js';
 import {
@@ -40,7 +40,7 @@ import type { RunState, WorkflowDeps } from './stage-context.js';
 type Letter = 'A' | 'B' | 'C';
 const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
 
-const CK = { candidates: 'candidates', anonymization: 'anonymization', evaluation: 'evaluation' } as const;
+const CK = { candidates: 'candidates', fetched: 'fetched-pages', anonymization: 'anonymization', evaluation: 'evaluation' } as const;
 
 export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
   return { run: (ctx) => runFusion(deps, ctx) };
@@ -57,6 +57,7 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     plan: JSON.parse(task.budgetPlan) as BudgetPlan,
     usage: task.usage ? (JSON.parse(task.usage) as { entries?: RunState['usage'] }).entries ?? [] : [],
     attempts: [],
+    fetched: [],
   };
   if (ctx.resume) {
     for (const a of await control.store.listAttempts(task.id)) {
@@ -75,10 +76,12 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     const prompt = messages(candidateSystemPrompt(run.canonicalInput.workflow, candidateTools(run.canonicalInput.workflow)), candidateUserPrompt(run.canonicalInput));
     assertMeasuredWithinBudget('candidate', Buffer.byteLength(canonicalJson(prompt)), run.plan);
     candidates = await runCandidates(deps, run, prompt);
+    await control.store.saveCheckpoint(task.id, CK.fetched, canonicalJson(run.fetched));
     await control.store.saveCheckpoint(task.id, CK.candidates, canonicalJson(candidates));
     await control.transition('candidates_complete', usagePatch());
   } else {
     candidates = JSON.parse(await requireCheckpoint(run, CK.candidates)) as CandidateAnswer[];
+    run.fetched = JSON.parse((await control.store.getCheckpoint(task.id, CK.fetched)) ?? '[]') as RunState['fetched'];
   }
 
   // Anonymise: the map is persisted before anything downstream sees an answer (SPEC §B5).
@@ -100,7 +103,13 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     if ((await control.store.getTask(task.id))?.state === 'candidates_complete') await control.transition('evaluating');
     // Ground truth for the evaluator, for any engine: every path:line citation checked against the repository.
     const citationChecks = Object.fromEntries(
-      await Promise.all(blindCandidates.map(async (c) => [c.candidate_id, await checkCitations(task.repoDir, c.response)] as const)),
+      await Promise.all(
+        blindCandidates.map(async (c) => {
+          const repoChecks: unknown[] = await checkCitations(task.repoDir, c.response);
+          const urlChecks = run.canonicalInput.workflow === 'research' ? checkUrlCitations(c.response, run.fetched) : [];
+          return [c.candidate_id, [...repoChecks, ...urlChecks]] as const;
+        }),
+      ),
     );
     const blindInput = { schema_version: SCHEMA.blindCandidates, canonical_input: run.canonicalInput, candidates: blindCandidates, citation_checks: citationChecks };
     evaluation = await evaluate(deps, run, blindInput);

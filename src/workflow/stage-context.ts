@@ -60,4 +60,6 @@ export interface RunState {
   plan: BudgetPlan;
   usage: UsageEntry[];
   attempts: AttemptSummary[];
+  /** Pages the research candidates fetched (declared URL + extracted content), for the evaluator's URL checks. */
+  fetched: Array<{ url: string; content: string }>;
 }
