@@ -8,7 +8,7 @@ import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
-import { FusionClient } from './client.js';
+import type { FusionClient } from './client.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from './args.js';
 
 export interface Io {
