@@ -9,7 +9,9 @@ import { createLogger } from '../log.js';
 import type { Workflow } from '../contracts/constants.js';
 import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
-import { buildConfig, startDaemon, type Daemon } from '../main.js';
+import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
+import { serveMcp } from '../mcp/server.js';
+import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
 import { FusionClient } from './client.js';
@@ -49,6 +51,7 @@ Usage:
   fusion wait ID [--timeout SECONDS] [--json]
   fusion cancel ID [--json]
   fusion validate fusion_investigate|fusion_research [FILE|-]
+  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
 
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL.
@@ -119,6 +122,24 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   }
 }
 
+/** `fusion mcp`: an MCP stdio server for local agents; starts an embedded daemon when none answers. */
+async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
+  let client = new FusionClient(resolveSocket(args, env));
+  let embedded: Daemon | undefined;
+  if (!(await client.ping())) {
+    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
+    // stdout carries the protocol: the embedded daemon logs to stderr only.
+    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }) });
+    client = new FusionClient(embedded.socketPath);
+  }
+  try {
+    await serveMcp({ client, repo: resolvePath(flag(args, 'repo') ?? process.cwd()), version: packageVersion(), input: process.stdin, output: process.stdout });
+  } finally {
+    await embedded?.close();
+  }
+  return 0;
+}
+
 export async function runCli(argv: readonly string[], env: Env, io: Io): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
@@ -132,6 +153,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'investigate':
     case 'research':
       return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
+    case 'mcp':
+      return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true } }), env);
     case 'validate':
       return validateCommand(parseArgs(rest, { help: {} }), io);
     case 'status': {
