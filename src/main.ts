@@ -25,8 +25,9 @@ import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
 import { createBreeStageWorkers } from './workflow/stage-workers.js';
-import { fixedRoster, type Roster } from './workflow/roster.js';
-import { createBuiltinProvider } from './models/builtin/index.js';
+import type { Roster } from './workflow/roster.js';
+import { loadRosterConfig } from './models/roster-config.js';
+import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 
 /** dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. */
@@ -45,7 +46,10 @@ export interface DaemonOverrides {
   log?: Logger;
   /** Replace the whole workflow (tests drive the lifecycle with a stub runner). */
   runner?: TaskRunner;
+  /** A fixed roster for every task (tests); otherwise the models file / flags / builtin default. */
   roster?: Roster;
+  /** Environment for model keys and FUSION_MODELS_FILE (the CLI passes process.env). */
+  env?: Record<string, string | undefined>;
   launcherFactories?: LauncherFactories;
   /** Extra workflow dependencies (test seams: a wrapping launcher, random bytes, limits). */
   workflow?: Partial<WorkflowDeps>;
@@ -58,14 +62,6 @@ export interface Daemon {
   log: Logger;
   socketPath: string;
   close(): Promise<void>;
-}
-
-export function defaultRoster(): Roster {
-  return fixedRoster(
-    [createBuiltinProvider('content-search'), createBuiltinProvider('path-search'), createBuiltinProvider('definition-search')],
-    createBuiltinProvider('content-search'),
-    createBuiltinProvider('content-search'),
-  );
 }
 
 export function buildConfig(input: DaemonConfigInput): DaemonConfig {
@@ -114,6 +110,22 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     return p;
   };
 
+  // Models: fatal at start-up when the file, a flag or a key is wrong (never silently defaulted).
+  const rosterSource = loadRosterConfig({
+    ...(config.modelsFile ? { file: config.modelsFile } : {}),
+    env: overrides.env ?? {},
+    log,
+    adminOverrides: {
+      ...(config.candidateModels.length > 0 ? { candidate: config.candidateModels } : {}),
+      ...(config.evaluatorModel ? { evaluator: config.evaluatorModel } : {}),
+      ...(config.mergerModel ? { merger: config.mergerModel } : {}),
+    },
+  });
+  const fixed = overrides.roster;
+  const rosterFor = (options: TaskOptions): { roster: Roster; describe(): unknown } =>
+    fixed ? { roster: fixed, describe: () => ({ source: 'fixed roster (test seam)' }) } : rosterSource.build(options.models);
+  log.info({ models: rosterSource.describe() }, 'model roster loaded');
+
   const stageWorkers = createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log });
   const runner =
     overrides.runner ??
@@ -125,14 +137,23 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       codeDir: CODE_DIR,
       stageJobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'),
       launcherFor,
-      roster: overrides.roster ?? defaultRoster(),
+      rosterFor,
       stageWorkers,
       sandboxOwner,
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
       ...overrides.workflow,
     });
 
-  const tasks = new TaskService({ store, bus, dispatcher, runner, log, tasksDir: paths.tasksDir });
+  const tasks = new TaskService({
+    store,
+    bus,
+    dispatcher,
+    runner,
+    log,
+    tasksDir: paths.tasksDir,
+    // A bad model override is an input error at submit time, before anything exists.
+    preflightOptions: (options) => void rosterFor(options),
+  });
   const recovered = await tasks.recover();
   if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
 

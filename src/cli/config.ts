@@ -49,6 +49,10 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(concurrency !== undefined ? { taskConcurrency: concurrency } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
+    ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
+    candidateModels: flagAll(args, 'candidate-model'),
+    ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),
+    ...(flag(args, 'merger-model') ? { mergerModel: flag(args, 'merger-model') } : {}),
     egressResolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...flagAll(args, 'resolve')],
     egressAllowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...flagAll(args, 'allow-cidr')],
   };

@@ -11,8 +11,9 @@ import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
 import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
 import { serveMcp } from '../mcp/server.js';
+import { modelsCommand } from './models-command.js';
 import { resolve as resolvePath } from 'node:path';
-import { parseArgs, flag, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
+import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
 import { FusionClient } from './client.js';
 import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
@@ -25,6 +26,10 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   concurrency: { value: true },
   resolve: { value: true, repeat: true },
   'allow-cidr': { value: true, repeat: true },
+  'models-file': { value: true },
+  'candidate-model': { value: true, repeat: true },
+  'evaluator-model': { value: true },
+  'merger-model': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   ...DAEMON_FLAGS,
@@ -43,16 +48,21 @@ export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a b
 
 Usage:
   fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L]
+                [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
   fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
-                     [--repo DIR] [--sandbox B] [--wait] [--json]
+                     [--repo DIR] [--sandbox B] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
+                     [--wait] [--json]
   fusion research    (same flags, plus --source URL=PURPOSE…) [--wait] [--json]
   fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--json]
   fusion result ID [--delivery auto|inline|artifact] [--json]
   fusion wait ID [--timeout SECONDS] [--json]
   fusion cancel ID [--json]
   fusion validate fusion_investigate|fusion_research [FILE|-]
+  fusion models check [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S] [--json]
   fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
 
+Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
+anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL.
 Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered.
@@ -74,7 +84,7 @@ function idArg(args: ParsedArgs, command: string): string {
 
 async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const config = buildConfig(daemonConfigInput(args, env));
-  const daemon = await startDaemon(config);
+  const daemon = await startDaemon(config, { env });
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
@@ -88,10 +98,19 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
 }
 
 async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): Promise<number> {
+  const modelFlags = {
+    ...(has(args, 'candidate-model') ? { candidate: flagAll(args, 'candidate-model') } : {}),
+    ...(flag(args, 'evaluator-model') ? { evaluator: flag(args, 'evaluator-model') } : {}),
+    ...(flag(args, 'merger-model') ? { merger: flag(args, 'merger-model') } : {}),
+  };
+  const options: Record<string, unknown> = {
+    ...(flag(args, 'sandbox') ? { sandbox: flag(args, 'sandbox') } : {}),
+    ...(Object.keys(modelFlags).length > 0 ? { models: modelFlags } : {}),
+  };
   const body = {
     arguments: toolArguments(workflow, args, io),
-    repo: flag(args, 'repo') ?? process.cwd(),
-    ...(flag(args, 'sandbox') ? { options: { sandbox: flag(args, 'sandbox') } } : {}),
+    repo: resolvePath(flag(args, 'repo') ?? process.cwd()),
+    ...(Object.keys(options).length > 0 ? { options } : {}),
   };
   const sandbox = flag(args, 'sandbox');
   if (sandbox && !(SANDBOX_CHOICES as readonly string[]).includes(sandbox)) throw usageError(`--sandbox must be one of ${SANDBOX_CHOICES.join(', ')}`);
@@ -102,7 +121,10 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
     // Zero set-up for a first run: an in-process daemon for this one task.
     const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }) });
+    // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
+    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
+    delete options.models;
+    if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
     client = new FusionClient(embedded.socketPath);
     io.stderr(`(no daemon was running: started an embedded one on ${embedded.socketPath})\n`);
   }
@@ -129,7 +151,7 @@ async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
   if (!(await client.ping())) {
     const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
     // stdout carries the protocol: the embedded daemon logs to stderr only.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }) });
+    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
     client = new FusionClient(embedded.socketPath);
   }
   try {
@@ -155,6 +177,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
     case 'mcp':
       return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true } }), env);
+    case 'models':
+      return modelsCommand(rest, env, io);
     case 'validate':
       return validateCommand(parseArgs(rest, { help: {} }), io);
     case 'status': {

@@ -18,6 +18,12 @@ export const DaemonConfigSchema = z
     /** Unprivileged uid/gid the sandboxes run as when the daemon is root. */
     sandboxUid: z.number().int().min(1).default(65534),
     sandboxGid: z.number().int().min(1).default(65534),
+    /** Model roster file (JSON, see README); absent → the builtin engine. */
+    modelsFile: z.string().min(1).optional(),
+    /** Admin model overrides (daemon or CLI flags), trusted like the models file. */
+    candidateModels: z.array(z.string().min(1)).default([]),
+    evaluatorModel: z.string().min(1).optional(),
+    mergerModel: z.string().min(1).optional(),
     /** Egress admin seams (SPEC §E, issue 5): `host:ip` overrides and CIDRs treated as public. */
     egressResolve: z.array(z.string()).default([]),
     egressAllowCidrs: z.array(z.string()).default([]),

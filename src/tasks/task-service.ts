@@ -36,6 +36,8 @@ export interface TaskServiceDeps {
   budget?: BudgetConfig;
   /** How many times restart recovery may resume one task before failing it. */
   maxResumes?: number;
+  /** Extra validation of the task options (model overrides); throws invalid_input. */
+  preflightOptions?: (options: TaskOptions) => void;
   /** How long cancel waits for the task's sandboxes to be gone. */
   cancelSettleMs?: number;
 }
@@ -71,6 +73,7 @@ export class TaskService {
     // 1. Everything that can reject the request, before anything exists.
     const args = normalizeToolInput(req.workflow, req.arguments);
     const repoDir = validateRepoDir(req.repo);
+    this.deps.preflightOptions?.(req.options ?? {});
     const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
     const canonicalText = canonicalJson(canonicalInput);
     const canonicalSha = sha256Hex(canonicalText);

@@ -19,7 +19,10 @@ import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
 import { COMPRESSION_PROMPT } from './prompts.js';
-import type { Fetcher, RunState, WorkflowDeps } from './stage-context.js';
+import type { Fetcher, RunState, UsageEntry, WorkflowDeps } from './stage-context.js';
+import type { ModelProvider } from '../models/port.js';
+import { costOf } from '../contracts/model-config.js';
+import { providerPrices } from '../models/roster-config.js';
 
 export interface CandidateAnswer {
   slot: 1 | 2 | 3;
@@ -27,6 +30,12 @@ export interface CandidateAnswer {
   answer: string;
   tarballPath: string;
   tarballSha256: string;
+}
+
+/** One usage row per stage attempt, priced when the model has prices configured. */
+export function usageEntry(stage: string, provider: ModelProvider, usage: { requests: number; inputTokens: number; outputTokens: number }): UsageEntry {
+  const cost = costOf({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, providerPrices(provider));
+  return { stage, model: provider.id, requests: usage.requests, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(cost === null ? {} : { cost }) };
 }
 
 export function outputBytes(text: string): number {
@@ -108,7 +117,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   writeRequestFile(staging, request);
   const log = run.log.child({ stage, attempt: rec.attempt });
   let handle: Awaited<ReturnType<Awaited<ReturnType<WorkflowDeps['launcherFor']>>['launch']>> | undefined;
-  const provider = deps.roster.candidate(slot);
+  const provider = run.roster.candidate(slot);
   const broker = await startBroker({
     socketPath: staging.socketPath,
     provider,
@@ -150,7 +159,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     const verified = await verifyToolCallLog({ dir: destDir, slot, attempt: rec.attempt, allowedTools: tools, declaredUrls });
     // Fetches the child refused on its own (undeclared/non-canonical URL) never reach the broker.
     crossCheckBrokerRecord(verified.records, broker.records, { allowChildOnlyRejections: true });
-    run.usage.push({ stage, model: provider.id, requests: broker.usage.requests, inputTokens: broker.usage.inputTokens, outputTokens: broker.usage.outputTokens });
+    run.usage.push(usageEntry(stage, provider, broker.usage));
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
     run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });

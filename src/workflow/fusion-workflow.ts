@@ -36,6 +36,7 @@ import { candidateTools, runCandidates, type CandidateAnswer } from './candidate
 import { runNoToolStage } from './no-tool-stage.js';
 import { rosterEngines } from './roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
+import type { TaskOptions } from '../contracts/task-options.js';
 
 type Letter = 'A' | 'B' | 'C';
 const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
@@ -48,7 +49,9 @@ export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
 
 async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void> {
   const { task, control } = ctx;
+  const models = deps.rosterFor(JSON.parse(task.options) as TaskOptions);
   const run: RunState = {
+    roster: models.roster,
     task,
     control,
     signal: ctx.signal,
@@ -140,7 +143,8 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     schema_version: SCHEMA.result,
     task_id: task.id,
     workflow: run.canonicalInput.workflow,
-    engine: rosterEngines(deps.roster).join('+'),
+    engine: rosterEngines(run.roster).join('+'),
+    models: models.describe(),
     prompts_version: PROMPTS_VERSION,
     prompts_sha256: promptsSha256(),
     canonical_input_sha256: task.canonicalInputSha256,
@@ -199,7 +203,9 @@ async function requireCheckpoint(run: RunState, key: string): Promise<string> {
   return value;
 }
 
-function totals(entries: RunState['usage']): { requests: number; inputTokens: number; outputTokens: number } {
-  return entries.reduce((t, e) => ({ requests: t.requests + e.requests, inputTokens: t.inputTokens + e.inputTokens, outputTokens: t.outputTokens + e.outputTokens }), { requests: 0, inputTokens: 0, outputTokens: 0 });
+function totals(entries: RunState['usage']): { requests: number; inputTokens: number; outputTokens: number; cost?: number } {
+  const sum = entries.reduce((t, e) => ({ requests: t.requests + e.requests, inputTokens: t.inputTokens + e.inputTokens, outputTokens: t.outputTokens + e.outputTokens }), { requests: 0, inputTokens: 0, outputTokens: 0 });
+  const priced = entries.filter((e) => e.cost !== undefined);
+  return priced.length === 0 ? sum : { ...sum, cost: priced.reduce((c, e) => c + (e.cost ?? 0), 0) };
 }
 

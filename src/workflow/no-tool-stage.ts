@@ -12,7 +12,7 @@ import { startBroker } from '../broker/broker-server.js';
 import { packAttempt } from '../audit/tarball.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
-import { outputBytes } from './candidate-stage.js';
+import { outputBytes, usageEntry } from './candidate-stage.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
 import type { ModelProvider } from '../models/port.js';
 
@@ -45,7 +45,7 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     compression_prompt: '',
   };
   writeRequestFile(staging, request);
-  const provider: ModelProvider = role === 'merger' ? deps.roster.merger() : deps.roster.evaluator();
+  const provider: ModelProvider = role === 'merger' ? run.roster.merger() : run.roster.evaluator();
   const log = run.log.child({ stage: role, attempt: rec.attempt });
   const broker = await startBroker({ socketPath: staging.socketPath, provider, role, taskId: run.task.id, maxModelRequests: 1, declaredUrls: [], log });
   let outcome: 'succeeded' | 'failed' = 'failed';
@@ -74,7 +74,7 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
       throw new FusionError(why.startsWith('model_error') ? 'model_error' : 'child_failed', `${role} produced no answer (${why})`, { stage: role });
     }
     const text = readFileSync(answerFile, 'utf8');
-    run.usage.push({ stage: role, model: provider.id, requests: broker.usage.requests, inputTokens: broker.usage.inputTokens, outputTokens: broker.usage.outputTokens });
+    run.usage.push(usageEntry(role, provider, broker.usage));
     run.attempts.push({ stage: role, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
     outcome = 'succeeded';
     return { text, attempt: rec.attempt, overCap: outputBytes(text) > capBytes };

@@ -7,6 +7,7 @@ import type { TaskRecord } from '../store/port.js';
 import type { TaskControl } from '../tasks/runner-port.js';
 import type { Launcher, SandboxLimits } from '../launcher/port.js';
 import type { Roster } from './roster.js';
+import type { TaskOptions } from '../contracts/task-options.js';
 import type { StageWorkers } from './stage-workers.js';
 import type { SandboxOwner } from './staging.js';
 import type { FetchRequest, FetchResponse } from '../contracts/broker-protocol.js';
@@ -24,7 +25,8 @@ export interface WorkflowDeps {
   /** The Bree job file for evaluator/repair/merger. */
   stageJobFile: string;
   launcherFor(choice: 'auto' | 'bwrap' | 'docker'): Promise<Launcher>;
-  roster: Roster;
+  /** The models serving a task, from its stored options (per-task overrides on the configured roster). */
+  rosterFor(options: TaskOptions): { roster: Roster; describe(): unknown };
   stageWorkers: StageWorkers;
   sandboxOwner: SandboxOwner | null;
   sandboxLimits: SandboxLimits;
@@ -42,6 +44,8 @@ export interface UsageEntry {
   requests: number;
   inputTokens: number;
   outputTokens: number;
+  /** In the configured price unit; absent when the model has no price. */
+  cost?: number;
 }
 
 export interface AttemptSummary {
@@ -62,4 +66,5 @@ export interface RunState {
   attempts: AttemptSummary[];
   /** Pages the research candidates fetched (declared URL + extracted content), for the evaluator's URL checks. */
   fetched: Array<{ url: string; content: string }>;
+  roster: Roster;
 }
