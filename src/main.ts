@@ -30,8 +30,13 @@ import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 
-/** dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. */
-export const CODE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/**
+ * dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. When this
+ * module runs from TypeScript sources (tests), the compiled tree next to them is used.
+ */
+export const CODE_DIR = import.meta.url.endsWith('.ts')
+  ? resolve(dirname(fileURLToPath(import.meta.url)), '..', 'dist')
+  : resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 export function packageVersion(): string {
   try {

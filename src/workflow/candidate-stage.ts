@@ -166,7 +166,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     return { slot, attempt: rec.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 };
   } catch (err) {
     const fe = toFusionError(err, 'child_failed', stage);
-    detail = { ...detail, error: { code: fe.code, message: fe.message } };
+    // The child's stderr tail (untrusted, truncated) is what an admin needs to see why it failed.
+    detail = { ...detail, error: { code: fe.code, message: fe.message, ...(fe.details.stderr ? { stderr: fe.details.stderr } : {}) } };
     throw fe;
   } finally {
     if (handle) await handle.kill().catch(() => undefined);

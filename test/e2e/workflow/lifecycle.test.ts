@@ -1,0 +1,188 @@
+/**
+ * Issue 3 §8 tests 5 and 6: cancel during the candidate stage (in-process daemon) and kill -9
+ * of a daemon process mid-run, then restart recovery (spawned daemon,
+ * test/fixtures/e2e/workflow-daemon.mjs). Both with real bwrap sandboxes.
+ */
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, expect, it } from 'vitest';
+import { FusionClient } from '../../../src/cli/client.js';
+import {
+  EXPECTED_SANDBOX_UID,
+  DIST,
+  REFILL_ARGS,
+  ROOT,
+  builtinRoster,
+  copyFixtureRepo,
+  describeWithBwrap,
+  freshRunRoot,
+  latch,
+  ourSandboxProcesses,
+  slowCandidate,
+  startE2EDaemon,
+  stillAlive,
+  treeOf,
+  waitFor,
+  type E2EDaemon,
+  type ProcInfo,
+} from './helpers.js';
+
+const run = promisify(execFile);
+const sha256 = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
+  it('cancel during the candidate stage stops every sandbox and removes the staging directories', async () => {
+    const entered = latch(3);
+    const d: E2EDaemon = await startE2EDaemon({
+      roster: builtinRoster({
+        candidates: {
+          1: slowCandidate('content-search', 60_000, entered.mark),
+          2: slowCandidate('path-search', 60_000, entered.mark),
+          3: slowCandidate('definition-search', 60_000, entered.mark),
+        },
+      }),
+    });
+    cleanups.push(() => d.close());
+    const { taskId } = await d.submit();
+    await entered.done;
+    const snapshot: ProcInfo[] = await waitFor('three sandboxes with their children', () => {
+      const pids = d.launches.map((l) => l.pid!).filter(Boolean);
+      const tree = treeOf(pids);
+      return pids.length === 3 && tree.length >= 9 ? tree : undefined;
+    });
+    expect(snapshot.every((p) => p.uid === EXPECTED_SANDBOX_UID)).toBe(true);
+    // The probe used after the run sees them too (it is not vacuous).
+    expect(ourSandboxProcesses().length).toBeGreaterThanOrEqual(9);
+    expect(readdirSync(d.runRoot).sort()).toEqual(['candidate-1', 'candidate-2', 'candidate-3'].map((s) => `${taskId.slice(-12)}-${s}.attempt-1`));
+    expect((await d.daemon.store.getTask(taskId))!.state).toBe('candidates_running');
+
+    const started = Date.now();
+    const view = (await d.client.call('POST', `/v1/tasks/${taskId}/cancel`)) as Record<string, any>;
+    const cancelMs = Date.now() - started;
+    expect(view).toMatchObject({ taskId, state: 'cancelled', status: 'cancelled', error: { code: 'cancelled', state: 'candidates_running' } });
+    // Cancel returns once the task's sandboxes are gone (SIGTERM, at most a 3 s grace, SIGKILL).
+    expect(cancelMs).toBeLessThan(10_000);
+    expect(stillAlive(snapshot)).toEqual([]);
+    expect(ourSandboxProcesses()).toEqual([]);
+    for (const l of d.launches) expect(l.exit?.reason).toBe('aborted');
+    expect(readdirSync(d.runRoot)).toEqual([]);
+    const attempts = await d.daemon.store.listAttempts(taskId);
+    expect(attempts.map((a) => `${a.stage}:${a.status}`).sort()).toEqual(['candidate-1:failed', 'candidate-2:failed', 'candidate-3:failed']);
+    for (const a of attempts) expect(a.endedAt).not.toBeNull();
+    // Terminal states have no exit; nothing was committed.
+    const result = (await d.client.call('GET', `/v1/tasks/${taskId}/result`)) as Record<string, any>;
+    expect(result).toMatchObject({ status: 'cancelled', answer: { present: false, reason: 'run_did_not_commit' } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await d.daemon.store.getTask(taskId))!.state).toBe('cancelled');
+    expect(await d.daemon.store.getCheckpoint(taskId, 'candidates')).toBeNull();
+  });
+
+  it('kill -9 of the daemon mid-run leaves no sandbox behind; after restart the task resumes and bg_result tells the truth', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'fusion-e2e-home-'));
+    const fixture = copyFixtureRepo();
+    const runRoot = freshRunRoot();
+    cleanups.push(() => {
+      for (const dir of [home, fixture.root, runRoot]) rmSync(dir, { recursive: true, force: true });
+    });
+
+    const first = await spawnWorkflowDaemon(home, runRoot, 60_000);
+    cleanups.push(() => stopProc(first.proc));
+    const client = new FusionClient(first.socket);
+    const receipt = (await client.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture.repo })) as { taskId: string };
+    const taskId = receipt.taskId;
+    await waitFor('three candidates inside a model call', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length === 3, 30_000);
+    const bwrapPids = first.lines().filter((l) => l.startsWith('LAUNCH ')).map((l) => Number(l.split(' ')[2]));
+    expect(bwrapPids).toHaveLength(3);
+    const snapshot = treeOf(bwrapPids);
+    // bwrap, the sandbox init and the node child, for each of the three.
+    expect(snapshot.length).toBeGreaterThanOrEqual(9);
+    expect(snapshot.every((p) => p.uid === EXPECTED_SANDBOX_UID)).toBe(true);
+    for (const pid of bwrapPids) expect(snapshot.find((p) => p.pid === pid)!.ppid).toBe(first.proc.pid);
+
+    first.proc.kill('SIGKILL');
+    await new Promise((r) => first.proc.once('exit', r));
+    // bwrap runs with --die-with-parent: the whole sandbox dies with the daemon.
+    await waitFor('the sandboxes to die with the daemon', () => stillAlive(snapshot).length === 0, 10_000);
+    expect(stillAlive(snapshot)).toEqual([]);
+
+    // Restart on the same home, no delay: recovery resumes the task from its last boundary.
+    const second = await spawnWorkflowDaemon(home, runRoot, 0);
+    cleanups.push(() => stopProc(second.proc));
+    const client2 = new FusionClient(second.socket);
+    const waited = (await client2.call('GET', `/v1/tasks/${taskId}/wait?timeoutMs=90000`)) as { terminal: boolean; task: Record<string, any> };
+    expect(waited.terminal).toBe(true);
+    const task = waited.task;
+    expect(task.resumeCount).toBe(1);
+    if (task.state === 'failed') {
+      // The only acceptable failure after a restart.
+      expect(task.error.code).toBe('supervisor_restarted');
+    } else {
+      expect(task.state).toBe('completed');
+    }
+
+    // `fusion result` tells the truth, through the CLI over the socket.
+    const cli = await run(process.execPath, [join(DIST, 'src', 'cli', 'main.js'), 'result', taskId, '--json', '--socket', second.socket], { cwd: ROOT }).catch((err: { code: number; stdout: string; stderr: string }) => err);
+    const reply = JSON.parse(cli.stdout) as Record<string, any>;
+    if (task.state === 'completed') {
+      expect((cli as { code?: number }).code ?? 0).toBe(0);
+      const answer = readFileSync(join(home, 'tasks', taskId, 'result', 'answer.md'));
+      expect(reply).toMatchObject({ taskId, status: 'completed', delivery: 'inline', answer: { present: true, verified: true, bytes: answer.length, sha256: sha256(answer) } });
+      expect(reply.answer.text).toContain('src/token-bucket.js');
+      // The resumed candidates ran as new attempts (a sealed log is never reused).
+      const metadata = JSON.parse(readFileSync(join(home, 'tasks', taskId, 'result', 'metadata.json'), 'utf8')) as { attempts: Array<{ stage: string; attempt: number }> };
+      expect(metadata.attempts.filter((a) => a.stage.startsWith('candidate-')).map((a) => a.attempt)).toEqual([2, 2, 2]);
+      for (const slot of [1, 2, 3]) expect(existsSync(join(home, 'tasks', taskId, 'attempts', `candidate-${slot}.attempt-2`, `candidate-${slot}.attempt-2.tool-calls.jsonl.seal.json`))).toBe(true);
+    } else {
+      expect((cli as { code?: number }).code).toBe(1);
+      expect(reply).toMatchObject({ taskId, status: 'failed', answer: { present: false, reason: 'run_did_not_commit' } });
+    }
+  });
+});
+
+interface WorkflowDaemon {
+  proc: ChildProcess;
+  socket: string;
+  lines: () => string[];
+}
+
+async function spawnWorkflowDaemon(home: string, runRoot: string, delayMs: number): Promise<WorkflowDaemon> {
+  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), home, runRoot, String(delayMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const socket = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`workflow daemon did not start: ${err}`)), 30_000);
+    const onData = (): void => {
+      const m = /^READY (\S+)$/m.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        proc.stdout!.off('data', onData);
+        resolve(m[1]!);
+      }
+    };
+    proc.stdout!.on('data', onData);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`workflow daemon exited with ${String(code)}: ${err}`));
+    });
+  });
+  return { proc, socket, lines: () => out.split('\n').filter(Boolean) };
+}
+
+async function stopProc(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+  if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+}
