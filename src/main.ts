@@ -2,7 +2,7 @@
  * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
  * builds concrete adapters, reads the environment, installs signal handlers or exits.
  */
-import { chmodSync, mkdirSync, statSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,7 +19,7 @@ import { TaskService } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler } from './api/routes.js';
-import { closeServer, listenOnSocket } from './api/socket-server.js';
+import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
 import { createBwrapLauncher } from './launcher/bwrap.js';
 import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
@@ -93,6 +93,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   prepareHome(config.home, log);
   const paths = dataPaths(config.home);
   mkdirSync(paths.tasksDir, { recursive: true, mode: 0o700 });
+  // Before anything shared is touched: refuse to run beside a live daemon on the same socket.
+  await assertNoLiveDaemon(config.socketPath);
   const store = await openSqliteStore({ file: paths.dbFile, log });
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
@@ -131,14 +133,19 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     fixed ? { roster: fixed, describe: () => ({ source: 'fixed roster (test seam)' }) } : rosterSource.build(options.models);
   log.info({ models: rosterSource.describe() }, 'model roster loaded');
 
+  // Per-attempt staging lives outside the 0700 data dir (the sandbox uid must reach it); short on
+  // purpose, since broker socket paths live below it (107-byte limit). It belongs to this home
+  // only and nothing in it is live at start-up: leftovers of a killed daemon are removed.
+  const runRoot = join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
+  rmSync(runRoot, { recursive: true, force: true });
+
   const stageWorkers = createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log });
   const runner =
     overrides.runner ??
     createFusionWorkflow({
       log,
       tasksDir: paths.tasksDir,
-      // Short on purpose: broker socket paths live below it (107-byte limit).
-      runRoot: join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`),
+      runRoot,
       codeDir: CODE_DIR,
       stageJobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'),
       launcherFor,

@@ -19,6 +19,11 @@ function socketAnswers(path: string): Promise<boolean> {
   });
 }
 
+/** Throws when another daemon already answers on `path` (checked before start-up touches shared state). */
+export async function assertNoLiveDaemon(path: string): Promise<void> {
+  if (await socketAnswers(path)) throw new FusionError('invalid_config', `another daemon already answers on ${path}; stop it or choose another --socket/--data`);
+}
+
 export async function listenOnSocket(path: string, handler: RequestListener): Promise<Server> {
   let exists = false;
   try {

@@ -3,7 +3,15 @@
  * daemon's Unix socket.
  */
 import { request } from 'node:http';
+import type { Socket } from 'node:net';
 import { FusionError, isErrorCode } from '../errors.js';
+
+const guarded = new WeakSet<Socket>();
+function guardSocket(socket: Socket): void {
+  if (guarded.has(socket)) return;
+  guarded.add(socket);
+  socket.on('error', () => undefined);
+}
 
 export interface ApiReply {
   status: number;
@@ -46,6 +54,9 @@ export class FusionClient {
           res.on('error', reject);
         },
       );
+      // The daemon may close right after replying while a large body is still being written:
+      // that EPIPE belongs to this request (already answered or failed), not to the process.
+      req.on('socket', guardSocket);
       req.on('timeout', () => req.destroy(new Error(`request to the daemon timed out after ${timeoutMs} ms`)));
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {

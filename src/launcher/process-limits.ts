@@ -183,7 +183,9 @@ async function killAll(pids: number[]): Promise<void> {
 
 /** rmdir with retries: a cgroup stays busy until the kernel has reaped its last task. */
 async function removeCgroupDir(dir: string, listPids: () => Promise<number[]>): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt += 1) {
+  // The last tasks are usually gone within a few ms of bwrap's exit: back off from 1 ms to 50 ms
+  // (about 5 s in all) instead of sleeping a fixed slice on every exit.
+  for (let attempt = 0, delayMs = 1; attempt < 110; attempt += 1, delayMs = Math.min(delayMs * 2, 50)) {
     try {
       await rmdir(dir);
       return;
@@ -192,7 +194,7 @@ async function removeCgroupDir(dir: string, listPids: () => Promise<number[]>): 
       if (errnoOf(err) !== 'EBUSY') throw err;
     }
     await killAll(await listPids());
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
   }
   throw new Error(`cgroup ${dir} is still busy`);
 }

@@ -80,13 +80,10 @@ export class TaskService {
     const plan = planBudget(Buffer.byteLength(canonicalText), this.deps.budget);
     assertForecastWithinBudget(plan);
 
-    // 2. Durable preflight: files fsynced, then the task row committed.
+    // 2. Durable preflight: one committed SQLite transaction holds the task row with its
+    //    canonical input and budget plan (synchronous=FULL). The task directory's copies are
+    //    written when the task starts: they are conveniences, not the record.
     const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
-    const paths = taskPaths(this.deps.tasksDir, taskId);
-    mkdirDurable(paths.dir, 0o700);
-    writeFileDurable(paths.inputFile, canonicalText);
-    writeFileDurable(paths.budgetFile, canonicalJson(plan));
-    if (req.workflow === 'research') writeFileDurable(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(canonicalInput)));
     const task = await this.deps.store.createTask({
       id: taskId,
       workflow: req.workflow,
@@ -189,6 +186,7 @@ export class TaskService {
     const control = this.control(task);
     try {
       if (ac.signal.aborted) return;
+      this.writeTaskFiles(task);
       await this.deps.runner.run({ task, control, signal: ac.signal, resume });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
@@ -229,6 +227,17 @@ export class TaskService {
         await this.publishNewEvents(task.id);
       },
     };
+  }
+
+  /** Readable copies of the committed preflight records in the task directory (for admins and tarballs). */
+  private writeTaskFiles(task: TaskRecord): void {
+    const paths = taskPaths(this.deps.tasksDir, task.id);
+    mkdirDurable(paths.dir, 0o700);
+    writeFileDurable(paths.inputFile, task.canonicalInput);
+    writeFileDurable(paths.budgetFile, task.budgetPlan);
+    if (task.workflow === 'research') {
+      writeFileDurable(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(JSON.parse(task.canonicalInput) as Parameters<typeof sourcePolicy>[0])));
+    }
   }
 
   /** Fails a task from whatever non-terminal state it is in (CAS loop). */

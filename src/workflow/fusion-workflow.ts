@@ -64,6 +64,10 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
   };
   if (ctx.resume) {
     for (const a of await control.store.listAttempts(task.id)) {
+      // Attempts the killed daemon left running are closed as what they were: interrupted.
+      if (a.status === 'running') {
+        await control.store.finishAttempt(task.id, a.stage, a.attempt, { status: 'failed', detail: JSON.stringify({ error: { code: 'supervisor_restarted', message: 'the daemon stopped while this attempt ran' } }) });
+      }
       if (a.status === 'succeeded' && a.tarballPath && a.tarballSha256) run.attempts.push({ stage: a.stage, attempt: a.attempt, tarballPath: a.tarballPath, tarballSha256: a.tarballSha256 });
     }
   }

@@ -1,0 +1,138 @@
+/**
+ * Body → content (SPEC §E3 "Extraction"). Pure and synchronous; it runs inside the extraction
+ * worker (extract-worker.ts) so a hostile page costs that thread's bounded heap, not the daemon's
+ * event loop. The benchmark also calls it in-thread as its baseline.
+ *
+ * - Charset from Content-Type (default utf-8), decoded fatally: a byte sequence invalid in the
+ *   declared charset, or an unknown charset label, is `extraction_failed`, never U+FFFD soup.
+ * - text/plain and text/markdown are returned as is (format text / markdown); `extract` is
+ *   ignored for them. HTML/XHTML: script/style/noscript/template removed, links and image
+ *   sources made absolute against the final URL (or a <base href>), then Markdown (default) or
+ *   plain text.
+ * - Output is cut to `maxOutputBytes` on a whole code point, with `truncated: true`.
+ */
+import { TextDecoder } from 'node:util';
+import * as cheerio from 'cheerio';
+import { FusionError, isFusionError } from '../errors.js';
+import { HTML_MEDIA_TYPES, type ExtractMode } from './constants.js';
+import { htmlToMarkdown } from './html-to-markdown.js';
+import { htmlTreeToText, type TextNode } from './html-to-text.js';
+import { truncateUtf8 } from './utf8-truncate.js';
+
+export interface ExtractInput {
+  body: Uint8Array;
+  /** Lowercase media type from Content-Type. */
+  mediaType: string;
+  /** Charset label from Content-Type; utf-8 when absent. */
+  charset?: string | undefined;
+  /** HTML only: output format (default markdown). */
+  extract?: ExtractMode | undefined;
+  /** The final URL: relative links are resolved against it. */
+  baseUrl: string;
+  maxOutputBytes: number;
+}
+
+export interface ExtractOutput {
+  format: ExtractMode;
+  content: string;
+  truncated: boolean;
+}
+
+/**
+ * WHATWG windows-1252 for bytes 0x80-0x9F (index = byte - 0x80). Node 20's TextDecoder labels
+ * `latin1`/`iso-8859-1`/`windows-1252` as windows-1252 but decodes those bytes as C1 controls
+ * (ISO-8859-1), unlike every browser; this table restores the Encoding Standard's mapping.
+ */
+const WINDOWS_1252_HIGH = [
+  0x20ac, 0x81, 0x201a, 0x192, 0x201e, 0x2026, 0x2020, 0x2021, 0x2c6, 0x2030, 0x160, 0x2039, 0x152, 0x8d, 0x17d, 0x8f,
+  0x90, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013, 0x2014, 0x2dc, 0x2122, 0x161, 0x203a, 0x153, 0x9d, 0x17e, 0x178,
+];
+
+function fixWindows1252(text: string): string {
+  return text.replace(/[\u0080-\u009f]/gu, (c) => String.fromCharCode(WINDOWS_1252_HIGH[c.charCodeAt(0) - 0x80] ?? c.charCodeAt(0)));
+}
+
+/** Fatal decode in the declared charset (WHATWG Encoding labels; `latin1` means windows-1252). */
+export function decodeBody(bytes: Uint8Array, charset: string | undefined): string {
+  const label = charset ?? 'utf-8';
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(label, { fatal: true });
+  } catch {
+    throw new FusionError('extraction_failed', `unsupported charset ${JSON.stringify(label.slice(0, 40))}`, { details: { charset: label } });
+  }
+  try {
+    const text = decoder.decode(bytes);
+    return decoder.encoding === 'windows-1252' ? fixWindows1252(text) : text;
+  } catch {
+    throw new FusionError('extraction_failed', `response body is not valid ${decoder.encoding}`, { details: { charset: decoder.encoding } });
+  }
+}
+
+function absolutize($: cheerio.CheerioAPI, baseUrl: string): void {
+  let base = baseUrl;
+  const declared = $('base[href]').first().attr('href');
+  if (declared !== undefined) {
+    try {
+      const resolved = new URL(declared, baseUrl);
+      if (resolved.protocol === 'http:' || resolved.protocol === 'https:') base = resolved.href;
+    } catch {
+      // An unparsable <base href> is ignored, as browsers do.
+    }
+  }
+  const rewrite = (selector: string, attribute: string): void => {
+    $(selector).each((_, element) => {
+      const node = $(element);
+      const value = node.attr(attribute);
+      if (value === undefined || value.trim() === '' || value.trim().startsWith('#')) return;
+      try {
+        node.attr(attribute, new URL(value.trim(), base).href);
+      } catch {
+        // Leave an unparsable reference as written.
+      }
+    });
+  };
+  rewrite('a[href]', 'href');
+  rewrite('img[src]', 'src');
+}
+
+/**
+ * cheerio with its htmlparser2 backend (about twice as fast as parse5 on large pages, which
+ * matters inside the one fetch deadline); it does not invent <html>/<body>, so a page without
+ * <body> is converted from the root with <head> dropped.
+ */
+function convertHtml(text: string, mode: ExtractMode, baseUrl: string): string {
+  const $ = cheerio.load(text, { xml: { xmlMode: false, decodeEntities: true } });
+  $('script, style, noscript, template, title').remove();
+  absolutize($, baseUrl);
+  const body = $('body').first();
+  if (body.length === 0) $('head').remove();
+  if (mode === 'markdown') return htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? '');
+  const root = body.length > 0 ? body.get(0) : $.root().get(0);
+  return root === undefined ? '' : htmlTreeToText(root as unknown as TextNode);
+}
+
+export function extractContent(input: ExtractInput): ExtractOutput {
+  const text = decodeBody(input.body, input.charset);
+  let format: ExtractMode;
+  let content: string;
+  try {
+    if (input.mediaType === 'text/plain') {
+      format = 'text';
+      content = text;
+    } else if (input.mediaType === 'text/markdown') {
+      format = 'markdown';
+      content = text;
+    } else if (HTML_MEDIA_TYPES.has(input.mediaType)) {
+      format = input.extract ?? 'markdown';
+      content = convertHtml(text, format, input.baseUrl);
+    } else {
+      throw new FusionError('unsupported_content_type', `no extractor for ${input.mediaType}`);
+    }
+  } catch (err) {
+    if (isFusionError(err)) throw err;
+    throw new FusionError('extraction_failed', `content extraction failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  const cut = truncateUtf8(content, input.maxOutputBytes);
+  return { format, content: cut.text, truncated: cut.truncated };
+}

@@ -1,0 +1,315 @@
+/**
+ * The guarded fetch (SPEC §E3): the only way the daemon reads a web page on a child's behalf.
+ *
+ * One call = one deadline (default 90 s) over DNS, connect, up to 5 redirects, the transfer and
+ * the extraction. Per hop: shape the URL (fetch-url.ts) → vet the host and pin one address
+ * (host-vetting.ts; the resolver is consulted at most once per hop) → connect to exactly that
+ * address and check the peer (pinned-connector.ts) → GET with fixed headers → redirects are
+ * followed without reading their body; a 2xx answer is checked (response-checks.ts), read up to
+ * the byte cap and hashed, then extracted off the event loop (extract-pool.ts).
+ *
+ * Every failure is a FusionError with one of the twelve egress codes; `http_status` is in its
+ * details whenever a response status was seen. Every allow/deny decision is one log line.
+ *
+ * Admin seams (`resolveOverrides`, `allowCidrs`) widen what is reachable, so a warning is logged
+ * when the fetcher is created with either.
+ */
+import { Client } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Logger } from '../log.js';
+import type { FetchResponse, FetchResult } from '../contracts/broker-protocol.js';
+import { parseCidrList } from '../contracts/address-class.js';
+import { FusionError, isFusionError, toFusionError } from '../errors.js';
+import {
+  ACCEPT_ENCODING_HEADER,
+  ACCEPT_HEADER,
+  DEFAULT_DEADLINE_MS,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  DEFAULT_MAX_REDIRECTS,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  DEFAULT_USER_AGENT,
+  REDIRECT_STATUSES,
+  type ExtractMode,
+} from './constants.js';
+import { ExtractPool } from './extract-pool.js';
+import { parseFetchUrl, type FetchTarget } from './fetch-url.js';
+import { defaultResolver, vetHost, type Resolver } from './host-vetting.js';
+import { createPinnedConnector } from './pinned-connector.js';
+import { normalizeOverrides } from './resolve-list.js';
+import { checkContentEncoding, checkContentLength, checkMediaType, readCappedBody, type CappedBody, type ContentType } from './response-checks.js';
+
+export interface GuardedFetchOptions {
+  log: Logger;
+  /** DNS resolver, consulted at most once per hop; default `dns.promises.lookup(host, {all:true})`. */
+  resolve?: Resolver;
+  /** Admin seam: host → address, replacing DNS for that host (the address is still classified). */
+  resolveOverrides?: ReadonlyMap<string, string>;
+  /** Admin seam: CIDRs treated as public. */
+  allowCidrs?: readonly string[];
+  deadlineMs?: number;
+  maxResponseBytes?: number;
+  maxOutputBytes?: number;
+  maxRedirects?: number;
+  userAgent?: string;
+  /** Extraction workers kept warm (default 2). */
+  extractWorkers?: number;
+  /** Heap bound per extraction worker in MiB (default 512). */
+  extractMemoryMb?: number;
+}
+
+export interface GuardedFetchRequest {
+  url: string;
+  extract?: ExtractMode;
+}
+
+export interface GuardedFetch {
+  (request: GuardedFetchRequest, signal?: AbortSignal): Promise<FetchResult>;
+  /** Terminates the extraction workers; later calls fail. */
+  close(): Promise<void>;
+}
+
+/** Error codes that mean "refused by policy" (a deny decision rather than a failed fetch). */
+export const POLICY_CODES: ReadonlySet<string> = new Set(['invalid_url', 'unsupported_scheme', 'blocked_address', 'redirect_blocked']);
+
+interface HopState {
+  hop: number;
+  host: string | undefined;
+  address: string | undefined;
+  status: number | undefined;
+}
+
+type HopOutcome = { kind: 'redirect'; next: FetchTarget; status: number } | { kind: 'body'; status: number; contentType: ContentType; body: CappedBody; bytes: number };
+
+function positiveInt(value: number | undefined, fallback: number, name: string, min = 1): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new FusionError('invalid_config', `${name} must be an integer ≥ ${String(min)}, got ${String(value)}`, { details: { path: name } });
+  }
+  return value;
+}
+
+function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Drops an unread body without surfacing its teardown as an error. */
+function discard(body: { on(event: 'error', listener: () => void): unknown; destroy(): unknown }): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
+  const log = options.log.child({ component: 'egress' });
+  const allowCidrs = [...(options.allowCidrs ?? [])];
+  parseCidrList(allowCidrs, 'allowCidrs'); // fail at creation, not on the first fetch
+  const overrides = normalizeOverrides(options.resolveOverrides ?? new Map<string, string>());
+  const resolve = options.resolve ?? defaultResolver;
+  const deadlineMs = positiveInt(options.deadlineMs, DEFAULT_DEADLINE_MS, 'deadlineMs');
+  const maxResponseBytes = positiveInt(options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 'maxResponseBytes');
+  const maxOutputBytes = positiveInt(options.maxOutputBytes, DEFAULT_MAX_OUTPUT_BYTES, 'maxOutputBytes');
+  const maxRedirects = positiveInt(options.maxRedirects, DEFAULT_MAX_REDIRECTS, 'maxRedirects', 0);
+  const userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
+  if (/[\r\n\0]/u.test(userAgent) || userAgent.trim() === '') {
+    throw new FusionError('invalid_config', 'userAgent must be a non-empty single line', { details: { path: 'userAgent' } });
+  }
+  const headers = { accept: ACCEPT_HEADER, 'accept-encoding': ACCEPT_ENCODING_HEADER, 'user-agent': userAgent };
+  const pool = new ExtractPool({
+    ...(options.extractWorkers === undefined ? {} : { size: options.extractWorkers }),
+    ...(options.extractMemoryMb === undefined ? {} : { memoryMb: options.extractMemoryMb }),
+  });
+
+  if (overrides.size > 0 || allowCidrs.length > 0) {
+    log.warn(
+      { resolveOverrides: Object.fromEntries(overrides), allowCidrs },
+      'EGRESS GUARD WIDENED BY ADMIN SEAMS: host overrides and/or allowed CIDRs are active; addresses in allowCidrs are treated as public',
+    );
+  }
+
+  async function requestHop(target: FetchTarget, hop: number, redirects: number, signal: AbortSignal, state: HopState): Promise<HopOutcome> {
+    const pinned = await vetHost(target, hop, { resolve, overrides, allowCidrs, signal });
+    state.address = pinned.address;
+    log.info(
+      { allow: true, hop, host: target.host, address: pinned.address, via: pinned.via, answers: pinned.answers, ...(pinned.allowedBy === undefined ? {} : { allowedBy: pinned.allowedBy }) },
+      'egress decision',
+    );
+    const client = new Client(target.url.origin, {
+      connect: createPinnedConnector({ pinned, servername: target.ipFamily === 0 ? target.host : undefined, signal }),
+      // The one fetch deadline governs; undici's own timers would only add a second clock.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      pipelining: 1,
+    });
+    try {
+      const response = await client.request({ path: `${target.url.pathname}${target.url.search}`, method: 'GET', headers, signal });
+      const status = response.statusCode;
+      state.status = status;
+      let consumed = false;
+      try {
+        if (REDIRECT_STATUSES.has(status)) {
+          if (redirects >= maxRedirects) {
+            throw new FusionError('redirect_limit', `more than ${String(maxRedirects)} redirects`, { details: { http_status: status, max_redirects: maxRedirects } });
+          }
+          const location = headerValue(response.headers, 'location');
+          if (location === undefined || location.trim() === '') {
+            throw new FusionError('http_error', `HTTP ${String(status)} redirect without a Location header`, { details: { http_status: status } });
+          }
+          try {
+            return { kind: 'redirect', next: parseFetchUrl(location, hop + 1, target.url), status };
+          } catch (err) {
+            if (isFusionError(err)) err.details.http_status = status;
+            throw err;
+          }
+        }
+        if (status < 200 || status > 299) {
+          throw new FusionError('http_error', `origin answered HTTP ${String(status)}`, { details: { http_status: status } });
+        }
+        const contentType = checkMediaType(response.headers, status);
+        checkContentEncoding(response.headers, status);
+        checkContentLength(response.headers, maxResponseBytes, status);
+        consumed = true;
+        const body = await readCappedBody(response.body, maxResponseBytes, status);
+        return { kind: 'body', status, contentType, body, bytes: body.bytes.byteLength };
+      } finally {
+        if (!consumed) discard(response.body);
+      }
+    } finally {
+      client.destroy().catch(() => undefined);
+    }
+  }
+
+  async function run(request: GuardedFetchRequest, signal: AbortSignal, state: HopState): Promise<FetchResult> {
+    const extract = request.extract;
+    if (extract !== undefined && extract !== 'text' && extract !== 'markdown') {
+      throw new FusionError('invalid_input', 'extract must be "text" or "markdown"', { details: { path: 'extract' } });
+    }
+    const first = parseFetchUrl(request.url, 0);
+    let target = first;
+    let redirectStatus: number | undefined;
+    for (let hop = 0, redirects = 0; ; hop++) {
+      Object.assign(state, { hop, host: target.host, address: undefined, status: undefined });
+      let outcome: HopOutcome;
+      try {
+        outcome = await requestHop(target, hop, redirects, signal, state);
+      } catch (err) {
+        // A hop refused by policy keeps the status of the redirect that pointed there.
+        if (isFusionError(err) && err.code === 'redirect_blocked' && err.details.http_status === undefined && redirectStatus !== undefined) {
+          err.details.http_status = redirectStatus;
+        }
+        throw err;
+      }
+      if (outcome.kind === 'redirect') {
+        target = outcome.next;
+        redirectStatus = outcome.status;
+        redirects += 1;
+        continue;
+      }
+      const { status, contentType, body, bytes } = outcome;
+      const extracted = await pool.run(
+        { body: body.bytes, mediaType: contentType.mediaType, charset: contentType.charset, extract, baseUrl: target.canonical, maxOutputBytes },
+        signal,
+      );
+      return {
+        url: first.canonical,
+        final_url: target.canonical,
+        status,
+        content_type: contentType.mediaType,
+        format: extracted.format,
+        truncated: extracted.truncated,
+        content: extracted.content,
+        response_bytes: bytes,
+        content_sha256: body.sha256,
+      };
+    }
+  }
+
+  /** Maps whatever was thrown to one typed egress error. */
+  function typed(err: unknown, deadline: AbortSignal, caller: AbortSignal | undefined, state: HopState): FusionError {
+    const statusDetail = state.status === undefined ? {} : { http_status: state.status };
+    if (isFusionError(err) && err.code !== 'network_error' && err.code !== 'request_timeout') return err;
+    if (deadline.aborted) return deadline.reason instanceof FusionError ? deadline.reason : new FusionError('request_timeout', `fetch deadline of ${String(deadlineMs)} ms passed`);
+    if (caller?.aborted === true) {
+      return new FusionError('network_error', 'fetch aborted by the caller', { cause: err, details: { aborted: true, ...statusDetail } });
+    }
+    if (isFusionError(err)) return err;
+    const code = (err as { code?: unknown } | undefined)?.code;
+    const message = err instanceof Error ? err.message : String(err);
+    const where = state.host === undefined ? '' : ` (${state.host})`;
+    if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
+      return new FusionError('request_timeout', `fetch timed out${where}: ${message}`, { cause: err, details: { ...statusDetail } });
+    }
+    return new FusionError('network_error', `network error${where}: ${message}`, {
+      cause: err,
+      details: { ...statusDetail, ...(typeof code === 'string' ? { cause_code: code } : {}) },
+    });
+  }
+
+  const guarded = async (request: GuardedFetchRequest, signal?: AbortSignal): Promise<FetchResult> => {
+    const started = performance.now();
+    const deadline = new AbortController();
+    const timer = setTimeout(() => {
+      deadline.abort(new FusionError('request_timeout', `fetch deadline of ${String(deadlineMs)} ms passed`, { details: { deadline_ms: deadlineMs } }));
+    }, deadlineMs);
+    const combined = signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, signal]);
+    const state: HopState = { hop: 0, host: undefined, address: undefined, status: undefined };
+    try {
+      const result = await run(request, combined, state);
+      log.info(
+        { hop: state.hop, host: state.host, address: state.address, httpStatus: result.status, responseBytes: result.response_bytes, truncated: result.truncated, durationMs: Math.round(performance.now() - started) },
+        'egress fetch done',
+      );
+      return result;
+    } catch (err) {
+      const error = typed(err, deadline.signal, signal, state);
+      const fields = {
+        code: error.code,
+        hop: state.hop,
+        host: state.host,
+        address: typeof error.details.address === 'string' ? error.details.address : state.address,
+        reason: typeof error.details.reason === 'string' ? error.details.reason : error.message,
+        httpStatus: error.details.http_status,
+        durationMs: Math.round(performance.now() - started),
+      };
+      if (POLICY_CODES.has(error.code)) log.info({ allow: false, ...fields }, 'egress decision');
+      else log.info(fields, 'egress fetch failed');
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return Object.assign(guarded, { close: () => pool.close() });
+}
+
+function isFetchResult(value: unknown): value is FetchResult {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Partial<FetchResult>;
+  return typeof v.url === 'string' && typeof v.final_url === 'string' && typeof v.content === 'string' && typeof v.content_sha256 === 'string';
+}
+
+/** Maps a fetch outcome (a result, or whatever was thrown) to the broker's wire answer. */
+export function toFetchResponse(outcome: unknown): FetchResponse {
+  if (isFetchResult(outcome)) return { ok: true, result: outcome };
+  const error = toFusionError(outcome, 'network_error');
+  const status = error.details.http_status;
+  return {
+    ok: false,
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(typeof status === 'number' && Number.isSafeInteger(status) ? { http_status: status } : {}),
+    },
+  };
+}
+
+/** Adapts a guarded fetch to the broker's `BrokerFetcher` shape: never throws. */
+export function toBrokerFetcher(fetch: GuardedFetch): (request: GuardedFetchRequest, signal: AbortSignal) => Promise<FetchResponse> {
+  return async (request, signal) => {
+    try {
+      return toFetchResponse(await fetch(request, signal));
+    } catch (err) {
+      return toFetchResponse(err);
+    }
+  };
+}
