@@ -13,6 +13,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import process from 'node:process';
+import { Buffer } from 'node:buffer';
+import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 import { pino } from 'pino';
 import { createGuardedFetch } from '../dist/src/egress/guarded-fetch.js';
@@ -64,9 +66,11 @@ export default async function run(options = {}) {
   const iterations = options.iterations ?? Number(process.env.BENCH_EGRESS_ITERATIONS ?? 10);
   const warmup = options.warmup ?? Number(process.env.BENCH_EGRESS_WARMUP ?? 2);
   const body = page(PAGE_BYTES);
-  const server = http.createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': String(body.length) });
-    res.end(body);
+  const small = Buffer.from('<h1>Small</h1><p>A <a href="/x">link</a>.</p>');
+  const server = http.createServer((req, res) => {
+    const payload = req.url === '/small' ? small : body;
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': String(payload.length) });
+    res.end(payload);
   });
   await new Promise((resolve) => server.listen(0, ORIGIN_IP, resolve));
   const port = server.address().port;
@@ -79,34 +83,44 @@ export default async function run(options = {}) {
   const guardedUrl = `http://bench.test:${port}/page`;
   const plainUrl = `http://${ORIGIN_IP}:${port}/page`;
 
-  async function guardedOnce() {
-    const result = await guarded({ url: guardedUrl, extract: 'markdown' });
+  async function guardedOnce(path) {
+    const result = await guarded({ url: guardedUrl.replace('/page', path), extract: 'markdown' });
     return result.content;
   }
 
-  async function plainOnce() {
-    const response = await request(plainUrl, { method: 'GET', headers: { 'accept-encoding': 'identity' } });
+  async function plainOnce(path) {
+    const response = await request(plainUrl.replace('/page', path), { method: 'GET', headers: { 'accept-encoding': 'identity' } });
     const bytes = new Uint8Array(await response.body.arrayBuffer());
-    const out = extractContent({ body: bytes, mediaType: 'text/html', charset: 'utf-8', extract: 'markdown', baseUrl: guardedUrl, maxOutputBytes: DEFAULT_MAX_OUTPUT_BYTES });
+    const out = extractContent({ body: bytes, mediaType: 'text/html', charset: 'utf-8', extract: 'markdown', baseUrl: guardedUrl.replace('/page', path), maxOutputBytes: DEFAULT_MAX_OUTPUT_BYTES });
     return out.content;
   }
 
-  const guardedMs = [];
-  const plainMs = [];
   let sameOutput = true;
-  try {
-    for (let i = 0; i < warmup + iterations; i++) {
-      // Alternate which side goes first so drift in machine load does not favour one side.
+  /** Interleaved rounds; the order alternates so drift in machine load favours neither side. */
+  async function measure(path, rounds, skip) {
+    const guardedMs = [];
+    const plainMs = [];
+    for (let i = 0; i < skip + rounds; i++) {
       const order = i % 2 === 0 ? ['guarded', 'plain'] : ['plain', 'guarded'];
       const outputs = {};
       for (const side of order) {
         const started = performance.now();
-        outputs[side] = side === 'guarded' ? await guardedOnce() : await plainOnce();
+        outputs[side] = side === 'guarded' ? await guardedOnce(path) : await plainOnce(path);
         const elapsed = performance.now() - started;
-        if (i >= warmup) (side === 'guarded' ? guardedMs : plainMs).push(elapsed);
+        if (i >= skip) (side === 'guarded' ? guardedMs : plainMs).push(elapsed);
       }
       if (outputs.guarded !== outputs.plain) sameOutput = false;
     }
+    return { guardedMs, plainMs };
+  }
+
+  let guardedMs;
+  let plainMs;
+  let smallRuns;
+  try {
+    ({ guardedMs, plainMs } = await measure('/page', iterations, warmup));
+    // Diagnostic: the guard's fixed per-fetch cost, visible only when extraction is tiny.
+    smallRuns = await measure('/small', 50, 5);
   } finally {
     await guarded.close();
     server.closeAllConnections?.();
@@ -125,8 +139,13 @@ export default async function run(options = {}) {
     guarded_p95_ms: round(percentile(guardedMs, 95)),
     plain_p95_ms: round(percentile(plainMs, 95)),
     overhead_ratio: round(ratio),
+    // Median of the per-round guarded/plain ratios: each round's pair ran back to back, so this
+    // cancels slow drift in machine load better than the ratio of the two medians.
+    paired_ratio_p50: round(percentile(guardedMs.map((g, i) => g / plainMs[i]), 50)),
     target_ratio: 1.1,
     within_target: ratio <= 1.1,
     same_output: sameOutput,
+    small_page_guarded_p50_ms: round(percentile(smallRuns.guardedMs, 50)),
+    small_page_plain_p50_ms: round(percentile(smallRuns.plainMs, 50)),
   };
 }

@@ -9,7 +9,7 @@
  * - files: `/usr` and the /bin,/lib* links or dirs read-only (the node runtime and its shared
  *   libraries; the node install is bound too when it lives outside /usr), `/etc/ld.so.cache`,
  *   `/repo` ro, `/out` rw, `/opt/fusion` ro, the broker socket, the request as a read-only copy
- *   (`--ro-bind-data`, so its host permissions do not matter), fresh `/proc`, minimal `/dev`,
+ *   (`--ro-bind-data`, so its host permissions do not matter), fresh `/proc`, minimal read-only `/dev`,
  *   a size-capped tmpfs `/tmp`, and a read-only root. No /etc, /home, /root, /work, host /tmp.
  *   The working directory is /repo.
  * - limits: see `process-limits.ts` (cgroup v2 → cgroup v1 → rlimits); wall, idle and output caps
@@ -130,7 +130,9 @@ export interface BwrapInvocation {
 export function buildBwrapArgs(input: BwrapArgsInput): BwrapInvocation {
   const args = [...NAMESPACE_FLAGS, '--seccomp', String(FD.seccomp), '--info-fd', String(FD.info), '--block-fd', String(FD.block)];
   args.push(...input.runtime.mountArgs);
-  args.push('--proc', '/proc', '--dev', '/dev');
+  // /dev is a tmpfs the sandbox user owns: read-only, or it would be scratch space beyond the
+  // /tmp cap (device nodes stay usable on a read-only mount).
+  args.push('--proc', '/proc', '--dev', '/dev', '--remount-ro', '/dev');
   args.push('--size', String(input.tmpfsBytes), '--perms', '1777', '--tmpfs', SANDBOX_PATHS.tmp);
   if (input.repoDir !== undefined) args.push('--ro-bind', input.repoDir, SANDBOX_PATHS.repo);
   if (input.outDir !== undefined) args.push('--bind', input.outDir, SANDBOX_PATHS.out);

@@ -29,7 +29,8 @@ export function createDirectDispatcher(concurrency: number): Dispatcher {
   return {
     dispatch(_taskId, job) {
       queue.push(job);
-      pump();
+      // Start on the next turn: the caller (a receipt) answers before any job work runs.
+      setImmediate(pump);
     },
     async drain() {
       queue.length = 0;

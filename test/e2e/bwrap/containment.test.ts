@@ -63,8 +63,10 @@ describeWithBwrap('bwrap launcher: containment', () => {
 
     // Network: a fresh namespace with only loopback.
     expect(report.netDev).toEqual(['lo']);
-    // Filesystem: /repo, /usr, /opt/fusion and / are read-only; /out and /tmp are writable.
-    expect(report.writes).toEqual({ repo: 'EROFS', root: 'EROFS', usr: 'EROFS', code: 'EROFS', tmp: 'ok', out: 'ok' });
+    // Filesystem: /repo, /usr, /opt/fusion, /dev and / are read-only; /out and /tmp are writable.
+    expect(report.writes).toEqual({
+      repo: 'EROFS', root: 'EROFS', usr: 'EROFS', code: 'EROFS', dev: 'EROFS', devShm: 'EROFS', devNull: 'ok', tmp: 'ok', out: 'ok',
+    });
     expect(report.repoListing.sort()).toEqual(['README.md', 'src']);
     expect(report.rootEntries).toEqual(expect.arrayContaining(['dev', 'opt', 'out', 'proc', 'repo', 'run', 'tmp', 'usr']));
     for (const hidden of ['root', 'home', 'work', 'var', 'srv', 'mnt']) expect(report.rootEntries).not.toContain(hidden);

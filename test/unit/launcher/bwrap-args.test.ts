@@ -49,7 +49,7 @@ describe('buildBwrapArgs', () => {
     expect(pairs('--bind')).toEqual([['/var/lib/fusion/out/a1', '/out'], ['/run/fusion-daemon/b1.sock', '/run/fusion/broker.sock']]);
     expect(pairs('--ro-bind-data')).toEqual([['7', '/run/fusion/request.json']]);
     expect(options.join(' ')).toContain('--size 1234 --perms 1777 --tmpfs /tmp');
-    expect(options.join(' ')).toContain('--proc /proc --dev /dev');
+    expect(options.join(' ')).toContain('--proc /proc --dev /dev --remount-ro /dev');
   });
 
   it('never binds host secrets or scratch space', () => {
