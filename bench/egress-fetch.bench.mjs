@@ -72,6 +72,8 @@ export default async function run(options = {}) {
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': String(payload.length) });
     res.end(payload);
   });
+  // Long server keep-alive: undici's pool (plain side) must not race the server's idle close.
+  server.keepAliveTimeout = 120_000;
   await new Promise((resolve) => server.listen(0, ORIGIN_IP, resolve));
   const port = server.address().port;
 
@@ -100,25 +102,36 @@ export default async function run(options = {}) {
   async function measure(path, rounds, skip) {
     const guardedMs = [];
     const plainMs = [];
+    // Process CPU time (all threads, so the extraction worker counts): robust against other
+    // load on a shared machine, which wall-clock p50s are not.
+    const guardedCpuMs = [];
+    const plainCpuMs = [];
     for (let i = 0; i < skip + rounds; i++) {
       const order = i % 2 === 0 ? ['guarded', 'plain'] : ['plain', 'guarded'];
       const outputs = {};
       for (const side of order) {
         const started = performance.now();
+        const cpuStart = process.cpuUsage();
         outputs[side] = side === 'guarded' ? await guardedOnce(path) : await plainOnce(path);
         const elapsed = performance.now() - started;
-        if (i >= skip) (side === 'guarded' ? guardedMs : plainMs).push(elapsed);
+        const cpu = process.cpuUsage(cpuStart);
+        if (i >= skip) {
+          (side === 'guarded' ? guardedMs : plainMs).push(elapsed);
+          (side === 'guarded' ? guardedCpuMs : plainCpuMs).push((cpu.user + cpu.system) / 1000);
+        }
       }
       if (outputs.guarded !== outputs.plain) sameOutput = false;
     }
-    return { guardedMs, plainMs };
+    return { guardedMs, plainMs, guardedCpuMs, plainCpuMs };
   }
 
   let guardedMs;
   let plainMs;
+  let guardedCpuMs;
+  let plainCpuMs;
   let smallRuns;
   try {
-    ({ guardedMs, plainMs } = await measure('/page', iterations, warmup));
+    ({ guardedMs, plainMs, guardedCpuMs, plainCpuMs } = await measure('/page', iterations, warmup));
     // Diagnostic: the guard's fixed per-fetch cost, visible only when extraction is tiny.
     smallRuns = await measure('/small', 50, 5);
   } finally {
@@ -142,6 +155,9 @@ export default async function run(options = {}) {
     // Median of the per-round guarded/plain ratios: each round's pair ran back to back, so this
     // cancels slow drift in machine load better than the ratio of the two medians.
     paired_ratio_p50: round(percentile(guardedMs.map((g, i) => g / plainMs[i]), 50)),
+    guarded_cpu_p50_ms: round(percentile(guardedCpuMs, 50)),
+    plain_cpu_p50_ms: round(percentile(plainCpuMs, 50)),
+    cpu_overhead_ratio: round(percentile(guardedCpuMs, 50) / percentile(plainCpuMs, 50)),
     target_ratio: 1.1,
     within_target: ratio <= 1.1,
     same_output: sameOutput,

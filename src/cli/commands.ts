@@ -80,6 +80,12 @@ export function printTask(task: Record<string, unknown>, io: Io, json: boolean):
   const err = task.error as { code: string; message: string; state: string } | null;
   io.stdout(`${String(task.taskId)}  ${String(task.workflow)}  ${String(task.state)}  created ${String(task.createdAt)}\n`);
   if (err) io.stdout(`  error: ${err.code} (while ${err.state}): ${err.message}\n`);
+  const usage = task.usage as { entries?: Array<{ stage: string; model: string; requests: number; inputTokens: number; outputTokens: number; cost?: number }>; totals?: { requests: number; inputTokens: number; outputTokens: number; cost?: number } } | null;
+  if (usage?.totals) {
+    const t = usage.totals;
+    io.stdout(`  usage: ${t.requests} model requests, ${t.inputTokens} tokens in, ${t.outputTokens} tokens out${t.cost === undefined ? '' : `, cost ${t.cost.toFixed(4)}`}\n`);
+    for (const e of usage.entries ?? []) io.stdout(`    ${e.stage.padEnd(12)} ${e.model.padEnd(28)} ${e.requests} req, ${e.inputTokens} in, ${e.outputTokens} out${e.cost === undefined ? '' : `, cost ${e.cost.toFixed(4)}`}\n`);
+  }
 }
 
 /** Prints a bg_result reply; returns the exit code. */

@@ -15,9 +15,14 @@
  * - limits: see `process-limits.ts` (cgroup v2 → cgroup v1 → rlimits); wall, idle and output caps
  *   are enforced here.
  *
- * Killing: SIGTERM to every process of the sandbox (the cgroup's, else the process tree under
- * the sandbox init), then after `killGraceMs` SIGKILL to bwrap and all of them. bwrap runs with
- * `--die-with-parent`, so the sandbox also dies with the daemon.
+ * Start-up handshake (fds, see FD): bwrap reads its options and the seccomp program from pipes,
+ * reports the sandbox init's host pid on `--info-fd`, and holds that init on `--block-fd` until
+ * it has been put in its cgroup, so no sandbox process ever runs outside the caps.
+ *
+ * Killing: SIGTERM once to every process of the sandbox (the cgroup's, else the process tree
+ * under the sandbox init, re-scanned during the grace period), then after `killGraceMs` SIGKILL
+ * to bwrap, the init and all of them. A kill never interrupts the handshake (see `kill`). bwrap
+ * runs with `--die-with-parent`, so the sandbox also dies with the daemon.
  *
  * Exit status: bwrap reports a child killed by signal N as exit code 128+N; such codes are
  * reported as reason `signaled` with the signal name, keeping the raw exit code.
@@ -61,6 +66,8 @@ const INSTALL_HINT = 'install it with `apt-get install bubblewrap`';
 const TAIL_BYTES = 4096;
 const HANDSHAKE_TIMEOUT_MS = 30_000;
 const CHECK_TIMEOUT_MS = 15_000;
+/** During the kill grace period, how often new sandbox processes are looked for (to SIGTERM them). */
+const TERM_POLL_MS = 100;
 /**
  * Child-side fds: 3 seccomp program, 4 info (bwrap → us), 5 block (us → bwrap), 6 bwrap's options
  * (`--args`: keeps host paths and env values out of the sandbox init's /proc/1/cmdline), 7 request.
@@ -239,7 +246,12 @@ interface Running {
   child: ChildProcess;
   spec: SandboxSpec;
   cgroup: SandboxCgroup | undefined;
+  /** Host pid of the sandbox init (bwrap's child), once `--info-fd` told us. */
   initPid: number | undefined;
+  /** True once the init was released (`--block-fd`): the command may be running. */
+  released: boolean;
+  /** Settles when the launch handshake is over, whatever its outcome. */
+  handshakeSettled: Promise<void>;
 }
 
 export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLauncher {
@@ -281,8 +293,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     });
   }
 
-  /** Feeds the seccomp program, waits for the sandbox init's pid, puts it in the cgroup, releases it. */
-  async function handshake(child: ChildProcess, invocation: BwrapInvocation, cgroup: SandboxCgroup | undefined): Promise<number | null> {
+  /** Feeds options and seccomp program, waits for the sandbox init's pid, puts it in the cgroup, releases it. */
+  async function handshake(child: ChildProcess, invocation: BwrapInvocation, cgroup: SandboxCgroup | undefined, running?: Pick<Running, 'initPid' | 'released'>): Promise<number | null> {
     for (const fd of [FD.seccomp, FD.block, FD.args]) {
       // Write-only for us, but Node opens them duplex: drain the read side so 'close' can fire.
       pipeAt(child, fd)?.on('error', () => undefined).resume();
@@ -297,8 +309,10 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     seccomp.end(seccompProgram());
     const initPid = await readInfo(info, child);
     if (initPid === null) return null;
+    if (running !== undefined) running.initPid = initPid;
     if (cgroup !== undefined) await cgroup.addProcess(initPid);
     block.end('1');
+    if (running !== undefined) running.released = true;
     return initPid;
   }
 
@@ -329,8 +343,10 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       child.once('error', (error) => resolve({ code: null, error }));
       child.once('close', (code) => resolve({ code }));
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), CHECK_TIMEOUT_MS);
-    if ((await handshake(child, invocation, undefined).catch(() => null)) === null) child.kill('SIGKILL');
+    const trial: Pick<Running, 'initPid' | 'released'> = { initPid: undefined, released: false };
+    const killTrial = (): void => signalAll([child.pid, trial.initPid].filter((pid): pid is number => pid !== undefined), 'SIGKILL');
+    const timer = setTimeout(killTrial, CHECK_TIMEOUT_MS);
+    if ((await handshake(child, invocation, undefined, trial).catch(() => null)) === null) killTrial();
     const result = await exited;
     clearTimeout(timer);
     if (result.code === 0) return { ok: true };
@@ -375,7 +391,11 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
         hasRequest: requestHandle !== undefined, env: spec.env ?? {}, command: spec.command,
       });
       const child = spawnBwrap([...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
-      const running: Running = { child, spec, cgroup, initPid: undefined };
+      let settleHandshake = (): void => undefined;
+      const handshakeSettled = new Promise<void>((resolve) => {
+        settleHandshake = resolve;
+      });
+      const running: Running = { child, spec, cgroup, initPid: undefined, released: false, handshakeSettled };
       const ownCgroup = cgroup;
       cgroup = undefined; // from here on the supervision's exit path removes it
       const handle = startSupervision(running, startedAt, mechanism);
@@ -386,6 +406,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       await requestHandle?.close();
       requestHandle = undefined;
       if (spawnError !== null) {
+        settleHandshake();
         await handle.exit.catch(() => undefined);
         const code = spawnError as NodeJS.ErrnoException;
         if (code.code === 'ENOENT') throw new FusionError('sandbox_unavailable', `bubblewrap is not usable: ${spawnError.message}; ${INSTALL_HINT}`, { cause: spawnError });
@@ -393,11 +414,13 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       }
       let initPid: number | null;
       try {
-        initPid = await handshake(child, invocation, ownCgroup);
+        initPid = await handshake(child, invocation, ownCgroup, running);
       } catch (err) {
+        settleHandshake();
         await handle.kill('aborted');
         throw new FusionError('launch_failed', `cannot place the sandbox in its cgroup: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
       }
+      settleHandshake();
       if (initPid === null) {
         const exit = await handle.kill('aborted').then(() => handle.exit);
         if (spec.signal?.aborted) throw new FusionError('cancelled', 'the launch was aborted before the sandbox started', { details: base });
@@ -407,7 +430,6 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
           retryable: transient, details: base,
         });
       }
-      running.initPid = initPid;
       log.info({ ...base, pid: child.pid, initPid, uid: identity.uid, gid: identity.gid, limitMechanism: mechanism,
         memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses, wallMs: limits.wallMs, idleMs: limits.idleMs,
         launchMs: Math.round(performance.now() - startedAt) }, 'sandbox launched');
@@ -443,13 +465,38 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     const kill = (reason: SandboxExitReason = 'aborted'): Promise<void> => {
       if (exited) return Promise.resolve();
       killReason ??= reason;
+      const hardKill = (pids: number[]): void => {
+        // The init is named explicitly: it is the one process that must die for the namespace to go.
+        signalAll([child.pid, running.initPid, ...pids].filter((pid): pid is number => pid !== undefined), 'SIGKILL');
+      };
       killing ??= (async () => {
-        if (running.initPid !== undefined) signalAll(await sandboxPids(), 'SIGTERM');
-        else if (child.pid !== undefined) signalAll([child.pid], 'SIGKILL');
-        graceTimer = setTimeout(() => {
-          if (child.pid !== undefined) signalAll([child.pid], 'SIGKILL');
-          void sandboxPids().then((pids) => signalAll(pids, 'SIGKILL'));
-        }, limits.killGraceMs);
+        // Never kill bwrap in the middle of the handshake: between clone() and the release of its
+        // child, a dead bwrap leaves that child blocked forever (before --die-with-parent is armed).
+        await running.handshakeSettled;
+        if (!running.released) {
+          hardKill([]); // the command never started: nothing deserves a grace period
+          return;
+        }
+        // SIGTERM once to every sandbox process, including any that appear during the grace
+        // period (a kill right after the release can precede the command's own fork).
+        const termed = new Set<number>();
+        const termRound = async (): Promise<void> => {
+          const fresh = (await sandboxPids()).filter((pid) => !termed.has(pid));
+          fresh.forEach((pid) => termed.add(pid));
+          signalAll(fresh, 'SIGTERM');
+        };
+        await termRound();
+        const deadline = performance.now() + limits.killGraceMs;
+        const tick = (): void => {
+          if (exited) return;
+          const leftMs = deadline - performance.now();
+          if (leftMs <= 0) {
+            void sandboxPids().then(hardKill, () => hardKill([]));
+            return;
+          }
+          graceTimer = setTimeout(() => void termRound().finally(tick), Math.min(TERM_POLL_MS, leftMs));
+        };
+        tick();
       })();
       return exit.then(() => undefined);
     };

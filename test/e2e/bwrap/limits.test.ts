@@ -3,6 +3,7 @@
  * mechanism that works on this machine), wall and idle timeouts, the SIGTERM→grace→SIGKILL
  * sequence, output caps, abort, and launch failures.
  */
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createBwrapLauncher, type BwrapLauncher } from '../../../src/launcher/bwrap.js';
@@ -180,14 +181,29 @@ describeWithBwrap('bwrap launcher: limits', () => {
     expect(exit.durationMs).toBeLessThan(5_000);
   });
 
-  it('an abort during the launch either cancels it or kills the fresh sandbox', async () => {
-    for (const delayMs of [0, 5, 20, 50]) {
+  it('an abort during the launch cancels it or kills the fresh sandbox, and leaves no process behind', async () => {
+    // Regression: killing bwrap between its clone() and the release of its child (before
+    // --die-with-parent is armed there) orphaned the child, blocked forever on an eventfd.
+    const marker = `abort-race-${process.pid}-${Date.now()}`;
+    for (const delayMs of [0, 1, 2, 3, 5, 8, 12, 20, 30, 50]) {
       const controller = new AbortController();
       setTimeout(() => controller.abort(), delayMs);
-      const outcome = await run(launcher, scratch, { command: probe('sleep.mjs'), signal: controller.signal })
+      const outcome = await run(launcher, scratch, { command: probe('sleep.mjs', '0', marker), signal: controller.signal })
         .then((r) => r.exit.reason, (e: unknown) => (e as FusionError).code);
       expect(['cancelled', 'aborted']).toContain(outcome);
     }
+    const survivors = async (): Promise<string[]> => {
+      const found: string[] = [];
+      for (const pid of await readdir('/proc')) {
+        if (!/^\d+$/.test(pid)) continue;
+        const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+        const state = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+        if (cmdline.includes(marker) && !/\) Z /.test(state)) found.push(`${pid}: ${cmdline.replace(/\0/g, ' ')}`);
+      }
+      return found;
+    };
+    for (let i = 0; i < 50 && (await survivors()).length > 0; i += 1) await new Promise((r) => setTimeout(r, 100));
+    expect(await survivors()).toEqual([]);
   });
 
   it('an already-aborted signal launches nothing', async () => {

@@ -58,7 +58,7 @@ describe('buildBwrapArgs', () => {
   });
 
   it('makes the root read-only after the mounts, and starts in /repo', () => {
-    const remount = options.indexOf('--remount-ro');
+    const remount = options.lastIndexOf('--remount-ro');
     expect(options[remount + 1]).toBe('/');
     expect(remount).toBeGreaterThan(options.lastIndexOf('--bind'));
     expect(options.join(' ')).toContain('--chdir /repo');
@@ -73,5 +73,20 @@ describe('buildBwrapArgs', () => {
   it('keeps the command apart from the options', () => {
     expect(invocation.command).toEqual(['node', '/opt/fusion/child.js']);
     expect(options).not.toContain('/opt/fusion/child.js');
+  });
+});
+
+describe('a missing bubblewrap', () => {
+  it('makes check() fail with what to install, and launch() throw sandbox_unavailable', async () => {
+    const { createBwrapLauncher } = await import('../../../src/launcher/bwrap.js');
+    const { silentLogger } = await import('../../../src/log.js');
+    const { DEFAULT_SANDBOX_LIMITS } = await import('../../../src/launcher/port.js');
+    const launcher = createBwrapLauncher({ log: silentLogger(), bwrapPath: '/nonexistent/bwrap' });
+    const check = await launcher.check();
+    expect(check.ok).toBe(false);
+    expect(check.reason).toMatch(/^bubblewrap is not usable: .*\/nonexistent\/bwrap.*; install it with `apt-get install bubblewrap`$/);
+    await expect(launcher.launch({
+      taskId: 't', label: 'l', repoDir: '/', outDir: '/', command: ['true'], limits: DEFAULT_SANDBOX_LIMITS,
+    })).rejects.toMatchObject({ code: 'sandbox_unavailable' });
   });
 });
