@@ -16,7 +16,9 @@ system-deps:
 
 deps: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	# Not `npm ci`: an optional dependency of vite (napi-windows-process-start-time) is absent from
+	# the registry, which `npm ci` treats as a lock mismatch; `npm install` skips it and keeps the lock.
+	npm install --no-audit --no-fund
 	@touch $@
 
 build: deps

@@ -20,7 +20,8 @@ import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler } from './api/routes.js';
 import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
-import { createBwrapLauncher } from './launcher/bwrap.js';
+import { createDockerLauncher } from './launcher/docker.js';
+import { createLauncherFactories } from './launcher/factories.js';
 import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
@@ -101,9 +102,11 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   const isRoot = process.getuid?.() === 0;
   const sandboxOwner = isRoot ? { uid: config.sandboxUid, gid: config.sandboxGid } : null;
 
-  const factories: LauncherFactories = overrides.launcherFactories ?? {
-    bwrap: () => createBwrapLauncher({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid }),
-  };
+  // Containers of this daemon carry an owner label derived from its home, so start-up reaping
+  // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
+  const dockerOwner = `daemon-${createHash('sha256').update(config.home).digest('hex').slice(0, 12)}`;
+  const factories: LauncherFactories =
+    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner });
   const launchers = new Map<string, Promise<Launcher>>();
   const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
     const key = choice === 'auto' ? config.sandbox : choice;
@@ -155,6 +158,15 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
       ...overrides.workflow,
     });
+
+  // No container of this daemon can be live before recovery: reap them before resumed tasks
+  // launch new ones.
+  if (!overrides.launcherFactories && config.sandbox !== 'bwrap') {
+    const docker = createDockerLauncher({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, owner: dockerOwner });
+    if ((await docker.check()).ok) {
+      await docker.reapOrphans(new Set()).catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'orphan container reaping failed'));
+    }
+  }
 
   const tasks = new TaskService({
     store,

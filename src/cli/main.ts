@@ -12,6 +12,7 @@ import { DELIVERY_MODES } from '../contracts/api.js';
 import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
 import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
+import { sandboxExecCommand } from './sandbox-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
@@ -59,6 +60,8 @@ Usage:
   fusion cancel ID [--json]
   fusion validate fusion_investigate|fusion_research [FILE|-]
   fusion models check [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S] [--json]
+  fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
+                                     run CMD under exactly the candidate policy (no broker); exits with its code
   fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
 
 Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
@@ -177,6 +180,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
     case 'mcp':
       return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true } }), env);
+    case 'sandbox':
+      return sandboxExecCommand(rest, env, io);
     case 'models':
       return modelsCommand(rest, env, io);
     case 'validate':

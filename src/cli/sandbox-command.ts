@@ -20,50 +20,14 @@ import { dirname, join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
 import { FusionError } from '../errors.js';
-import { createLogger, type Logger } from '../log.js';
-import { createBwrapLauncher } from '../launcher/bwrap.js';
-import { createDockerLauncher } from '../launcher/docker.js';
+import { createLogger } from '../log.js';
 import { DEFAULT_SANDBOX_LIMITS, type LauncherName, type SandboxExit, type SandboxLimits } from '../launcher/port.js';
-import { selectLauncher, type LauncherFactories } from '../launcher/select.js';
+import { selectLauncher } from '../launcher/select.js';
+import { createLauncherFactories } from '../launcher/factories.js';
+import { CANDIDATE_ENV } from '../launcher/port.js';
 import { flag, has, parseArgs, usageError, type FlagSpec } from './args.js';
 import type { Env } from './config.js';
 import type { Io } from './commands.js';
-
-export interface LauncherFactoryOptions {
-  log: Logger;
-  /** Host uid/gid of sandboxed children when running as root (config sandboxUid/sandboxGid). */
-  sandboxUid?: number;
-  sandboxGid?: number;
-  /** Docker engine socket (default /var/run/docker.sock). */
-  dockerSocketPath?: string;
-  /** Label separating this process's containers from other daemons' (orphan reaping). */
-  dockerOwner?: string;
-}
-
-/** The launcher factories of the daemon and of `fusion sandbox exec`: one construction for both. */
-export function createLauncherFactories(options: LauncherFactoryOptions): LauncherFactories {
-  const ids = {
-    ...(options.sandboxUid === undefined ? {} : { sandboxUid: options.sandboxUid }),
-    ...(options.sandboxGid === undefined ? {} : { sandboxGid: options.sandboxGid }),
-  };
-  return {
-    bwrap: () => createBwrapLauncher({ log: options.log, ...ids }),
-    docker: () =>
-      createDockerLauncher({
-        log: options.log,
-        ...ids,
-        ...(options.dockerSocketPath === undefined ? {} : { socketPath: options.dockerSocketPath }),
-        ...(options.dockerOwner === undefined ? {} : { owner: options.dockerOwner }),
-      }),
-  };
-}
-
-/** The candidate's sandbox environment (src/workflow/candidate-stage.ts). */
-export const CANDIDATE_ENV: Readonly<Record<string, string>> = {
-  PATH: '/usr/local/bin:/usr/bin:/bin',
-  HOME: '/tmp',
-  NODE_OPTIONS: '--max-old-space-size=512',
-};
 
 /** Containers of `sandbox exec` carry this owner, so a daemon's start-up reaping leaves them alone. */
 export const SANDBOX_EXEC_OWNER = 'sandbox-exec';

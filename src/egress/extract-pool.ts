@@ -10,11 +10,13 @@
  * crashes or runs out of its heap fails only its own job, with `extraction_failed`.
  */
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { FusionError, isErrorCode } from '../errors.js';
 import { DEFAULT_EXTRACT_MEMORY_MB, DEFAULT_EXTRACT_WORKERS } from './constants.js';
 import type { ExtractInput, ExtractOutput } from './extract.js';
+
+const YOUNG_GENERATION_MB = 64;
 
 export interface ExtractRequest {
   id: number;
@@ -26,7 +28,7 @@ export type ExtractReply = { id: number; ok: true; output: ExtractOutput } | { i
 export interface ExtractPoolOptions {
   /** Workers kept (default 2); further jobs queue. */
   size?: number;
-  /** V8 old-generation bound per worker, in MiB (default 512). */
+  /** V8 old-generation bound per worker, in MiB (default 512; the young generation adds 64). */
   memoryMb?: number;
   /** The compiled worker entry; defaults to extract-worker.js next to this module. */
   workerUrl?: URL;
@@ -40,7 +42,7 @@ export function defaultExtractWorkerUrl(): URL {
   const here = new URL(import.meta.url);
   if (here.pathname.endsWith('.ts')) {
     const path = fileURLToPath(here).replace(/([\\/])src([\\/])egress([\\/])[^\\/]+\.ts$/u, '$1dist$2src$2egress$3extract-worker.js');
-    if (existsSync(path)) return new URL(`file://${path}`);
+    if (existsSync(path)) return pathToFileURL(path);
   }
   return new URL('./extract-worker.js', here);
 }
@@ -132,7 +134,10 @@ export class ExtractPool {
     const worker = new Worker(this.workerUrl, {
       // No inherited flags (`--input-type`, loaders): the entry is plain compiled JavaScript.
       execArgv: [],
-      resourceLimits: { maxOldGenerationSizeMb: this.memoryMb },
+      // V8 sizes a worker's young generation from its old-generation limit, which left the
+      // parser (millions of short-lived nodes) scavenging several times more than the main
+      // thread; a fixed 64 MiB young generation measured ~9% less CPU per 1 MiB page.
+      resourceLimits: { maxOldGenerationSizeMb: this.memoryMb, maxYoungGenerationSizeMb: YOUNG_GENERATION_MB },
     });
     const slot: Slot = { worker, job: undefined };
     worker.unref();

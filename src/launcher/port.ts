@@ -111,3 +111,10 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   tmpfsBytes: 64 * 1024 * 1024,
   killGraceMs: 3_000,
 };
+
+/** The complete environment of a candidate sandbox; the daemon's own never leaks in. */
+export const CANDIDATE_ENV: Readonly<Record<string, string>> = {
+  PATH: '/usr/local/bin:/usr/bin:/bin',
+  HOME: '/tmp',
+  NODE_OPTIONS: '--max-old-space-size=512',
+};

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { FusionError, toFusionError } from '../errors.js';
 import { CANDIDATE_TOOLS, CHILD_LIMITS, OUTPUT_CAPS, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
 import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
-import { SANDBOX_PATHS, type SandboxExit } from '../launcher/port.js';
+import { CANDIDATE_ENV, SANDBOX_PATHS, type SandboxExit } from '../launcher/port.js';
 import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { crossCheckBrokerRecord } from '../audit/cross-check.js';
@@ -145,7 +145,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       brokerSocketPath: staging.socketPath,
       requestFile: staging.requestFile,
       command: ['node', `${SANDBOX_PATHS.code}/sandbox/child-main.js`],
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' },
+      env: { ...CANDIDATE_ENV },
       limits: deps.sandboxLimits,
       signal,
     });

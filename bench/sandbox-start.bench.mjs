@@ -1,0 +1,219 @@
+// Child start overhead per sandbox backend, measured against bare runs in the same process.
+//
+// For each usable backend, N times:
+//   launcherFirstRequestMs  launcher.launch() called → the child's first request arrives on a
+//                           Unix socket bound exactly like the broker socket (node connects to
+//                           /run/fusion/broker.sock and writes one byte): what a candidate waits.
+//   launchReturnMs          launch() called → launch() resolved.
+//   launcherTotalMs         launch() called → exit resolved (container/cgroup cleaned up).
+// Baselines, same run:
+//   bare docker: `docker run --rm --network none IMAGE node -e 0` (wall time of the CLI);
+//   bare bwrap:  `bwrap --unshare-all --die-with-parent <ro /usr …> node -e 0`.
+// Ratios are launcher first-request median / bare median (bare includes exit and removal, the
+// launcher number stops at the first request; both include one node start-up).
+//
+// Docker only: the same hardened container created ahead of time (created, not started) and
+// timed from start to first request (precreatedFirstRequestMs), next to the creation cost
+// (createMs): what a pool of pre-created containers could save. Driven through the engine's
+// HTTP API with node:http, so dockerode stays confined to src/launcher/docker.ts.
+//
+// Needs dist/ (make build), bubblewrap, and the Docker engine with the child image (make image).
+// BENCH_SANDBOX_ITERATIONS (default 10) sets N.
+/* global console */
+import { Buffer } from 'node:buffer';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { chown, mkdir, mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
+import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import process from 'node:process';
+import { createBwrapLauncher } from '../dist/src/launcher/bwrap.js';
+import { CHILD_IMAGE, containerConfig, DEFAULT_DOCKER_SOCKET, createDockerLauncher } from '../dist/src/launcher/docker.js';
+import { dockerSeccompSecurityOpt, hostSeccompArch } from '../dist/src/launcher/docker-seccomp.js';
+import { DEFAULT_SANDBOX_LIMITS } from '../dist/src/launcher/port.js';
+import { silentLogger } from '../dist/src/log.js';
+
+const IS_ROOT = process.getuid?.() === 0;
+const CHILD_SCRIPT = "require('net').connect('/run/fusion/broker.sock').end('x')";
+
+function stats(samples) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  const round = (x) => Math.round(x * 10) / 10;
+  return { median: round(at(0.5)), p90: round(at(0.9)), min: round(sorted[0]), max: round(sorted[sorted.length - 1]), n: sorted.length };
+}
+
+function timeCommand(file, args) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`${file} exited ${code}: ${stderr.slice(0, 300)}`))));
+  });
+}
+
+/** A Unix server standing in for the broker; `next()` resolves at the next first byte. */
+async function brokerStandIn(dir) {
+  const socketPath = join(dir, 'broker.sock');
+  let waiter;
+  const server = net.createServer((socket) => {
+    socket.once('data', () => waiter?.(performance.now()));
+    socket.on('error', () => undefined);
+  });
+  server.listen(socketPath);
+  await once(server, 'listening');
+  await chmod(socketPath, 0o600);
+  if (IS_ROOT) await chown(socketPath, 65534, 65534);
+  return {
+    socketPath,
+    next: () => new Promise((resolve) => { waiter = resolve; }),
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function scratchDirs() {
+  const root = await mkdtemp(join(tmpdir(), 'fusion-bench-'));
+  await chmod(root, 0o755);
+  const repoDir = join(root, 'repo');
+  const outDir = join(root, 'out');
+  const sockDir = join(root, 'sock');
+  await mkdir(repoDir, { mode: 0o755 });
+  await writeFile(join(repoDir, 'README.md'), '# bench\n', { mode: 0o644 });
+  await mkdir(outDir, { mode: 0o700 });
+  await mkdir(sockDir, { mode: 0o700 });
+  if (IS_ROOT) for (const dir of [outDir, sockDir]) await chown(dir, 65534, 65534);
+  return { root, repoDir, outDir, sockDir };
+}
+
+async function measureLauncher(launcher, dirs, broker, iterations) {
+  const firstRequest = [];
+  const launchReturn = [];
+  const total = [];
+  for (let i = 0; i < iterations + 1; i += 1) {
+    const arrived = broker.next();
+    const started = performance.now();
+    const handle = await launcher.launch({
+      taskId: 'bench', label: `start-${i}`, repoDir: dirs.repoDir, outDir: dirs.outDir, brokerSocketPath: broker.socketPath,
+      command: ['node', '-e', CHILD_SCRIPT], env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp' },
+      limits: { ...DEFAULT_SANDBOX_LIMITS, wallMs: 60_000 },
+    });
+    const returned = performance.now();
+    const at = await arrived;
+    const exit = await handle.exit;
+    if (exit.reason !== 'exited' || exit.exitCode !== 0) throw new Error(`${launcher.name} bench child failed: ${JSON.stringify(exit)}`);
+    if (i === 0) continue; // warm-up
+    launchReturn.push(returned - started);
+    firstRequest.push(at - started);
+    total.push(performance.now() - started);
+  }
+  return { launcherFirstRequestMs: stats(firstRequest), launchReturnMs: stats(launchReturn), launcherTotalMs: stats(total) };
+}
+
+async function benchBwrap(dirs, broker, iterations) {
+  const launcher = createBwrapLauncher({ log: silentLogger() });
+  const check = await launcher.check();
+  if (!check.ok) return { skipped: check.reason };
+  const measured = await measureLauncher(launcher, dirs, broker, iterations);
+  const bareArgs = ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/bin', '/bin',
+    '--proc', '/proc', '--dev', '/dev', '--unshare-all', '--die-with-parent', process.execPath, '-e', '0'];
+  const bare = [];
+  for (let i = 0; i < iterations + 1; i += 1) {
+    const ms = await timeCommand('/usr/bin/bwrap', bareArgs);
+    if (i > 0) bare.push(ms);
+  }
+  const bareMs = stats(bare);
+  return { mechanism: await launcher.limitMechanism(), ...measured, bareMs, ratioFirstRequestToBare: Math.round((measured.launcherFirstRequestMs.median / bareMs.median) * 100) / 100 };
+}
+
+/** One call to the engine API over its Unix socket. */
+function engine(method, path, body) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const req = http.request({ socketPath: DEFAULT_DOCKER_SOCKET, method, path, headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {} }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => (res.statusCode >= 300 ? reject(new Error(`${method} ${path}: ${res.statusCode} ${text}`)) : resolve(text ? JSON.parse(text) : null)));
+    });
+    req.once('error', reject);
+    req.end(payload);
+  });
+}
+
+async function benchDocker(dirs, broker, iterations) {
+  const launcher = createDockerLauncher({ log: silentLogger(), owner: 'bench' });
+  const check = await launcher.check();
+  if (!check.ok) return { skipped: check.reason };
+  const measured = await measureLauncher(launcher, dirs, broker, iterations);
+  const bare = [];
+  for (let i = 0; i < iterations + 1; i += 1) {
+    const ms = await timeCommand('docker', ['run', '--rm', '--network', 'none', CHILD_IMAGE, 'node', '-e', '0']);
+    if (i > 0) bare.push(ms);
+  }
+  // Pre-created: the launcher's own configuration, created ahead, timed from start.
+  const arch = hostSeccompArch();
+  const create = [];
+  const precreated = [];
+  for (let i = 0; i < iterations + 1; i += 1) {
+    const config = containerConfig({
+      spec: { taskId: 'bench', label: `pre-${i}`, repoDir: dirs.repoDir, outDir: dirs.outDir, brokerSocketPath: broker.socketPath,
+        command: ['node', '-e', CHILD_SCRIPT], env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp' }, limits: DEFAULT_SANDBOX_LIMITS },
+      image: CHILD_IMAGE, identity: { uid: IS_ROOT ? 65534 : process.getuid(), gid: IS_ROOT ? 65534 : process.getgid(), dropPrivileges: IS_ROOT },
+      nanoCpus: 1e9, owner: 'bench', seccompOpt: dockerSeccompSecurityOpt(arch),
+    });
+    const { name, ...body } = config;
+    let started = performance.now();
+    const { Id: id } = await engine('POST', `/containers/create?name=${encodeURIComponent(name)}`, body);
+    const createdMs = performance.now() - started;
+    const arrived = broker.next();
+    started = performance.now();
+    await engine('POST', `/containers/${id}/start`);
+    const at = await arrived;
+    await engine('POST', `/containers/${id}/wait`);
+    await engine('DELETE', `/containers/${id}?force=true`);
+    if (i === 0) continue;
+    create.push(createdMs);
+    precreated.push(at - started);
+  }
+  const bareMs = stats(bare);
+  const precreatedFirstRequestMs = stats(precreated);
+  return {
+    image: CHILD_IMAGE, ...measured, bareMs,
+    ratioFirstRequestToBare: Math.round((measured.launcherFirstRequestMs.median / bareMs.median) * 100) / 100,
+    createMs: stats(create), precreatedFirstRequestMs,
+    precreatedSavingMs: Math.round((measured.launcherFirstRequestMs.median - precreatedFirstRequestMs.median) * 10) / 10,
+  };
+}
+
+/** Both backends must be usable (bench/run.mjs skips loudly locally, fails in CI). */
+export async function prerequisites() {
+  const missing = [];
+  const bwrap = await createBwrapLauncher({ log: silentLogger() }).check();
+  if (!bwrap.ok) missing.push(`bwrap: ${bwrap.reason}`);
+  const docker = await createDockerLauncher({ log: silentLogger(), owner: 'bench' }).check();
+  if (!docker.ok) missing.push(`docker: ${docker.reason}`);
+  return missing;
+}
+
+export default async function run() {
+  const iterations = Number(process.env.BENCH_SANDBOX_ITERATIONS ?? 10);
+  const dirs = await scratchDirs();
+  const broker = await brokerStandIn(dirs.sockDir);
+  try {
+    const bwrap = await benchBwrap(dirs, broker, iterations).catch((err) => ({ error: err.message }));
+    const docker = await benchDocker(dirs, broker, iterations).catch((err) => ({ error: err.message }));
+    return { name: 'sandbox-start', iterations, unit: 'ms', bwrap, docker };
+  } finally {
+    await broker.close();
+    await rm(dirs.root, { recursive: true, force: true });
+  }
+}
+
+// `node bench/sandbox-start.bench.mjs` runs it alone.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  console.log(JSON.stringify(await run(), null, 2));
+}

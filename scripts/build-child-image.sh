@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds the candidate child image fusion-child:<package version> from Dockerfile.child.
+#
+# The build context is a staged directory with only Dockerfile.child and opt/fusion/: the built
+# child code (dist/sandbox) and the dist/ files it imports at run time (found by following its
+# relative imports), plus a package.json declaring ESM. Never the repository or node_modules.
+#
+# Base image, first match wins (no network wait when something usable is local):
+#   1. $BASE_IMAGE if set (pulled when absent);
+#   2. node:<major>-bookworm-slim if present locally;
+#   3. fusion-node-base:<host node version> if present (made by `make base-image`);
+#   4. node:<major>-bookworm-slim pulled from a registry (bounded wait);
+#   5. otherwise `scripts/make-base-image.sh` builds one from the host's Node runtime.
+#
+# Usage: scripts/build-child-image.sh        (run `make build` first; `make image` does both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v docker >/dev/null || { echo "build-child-image: the docker CLI is missing (apt-get install docker.io)" >&2; exit 1; }
+docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || {
+  echo "build-child-image: the Docker engine is not reachable; start dockerd (make system-deps-docker)" >&2; exit 1; }
+[[ -f dist/sandbox/child-main.js ]] || { echo "build-child-image: dist/sandbox/child-main.js is missing; run make build" >&2; exit 1; }
+
+VERSION=$(node -p "require('./package.json').version")
+IMAGE=${CHILD_IMAGE:-fusion-child:${VERSION}}
+NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]')
+OFFICIAL=node:${NODE_MAJOR}-bookworm-slim
+LOCAL_BASE=fusion-node-base:$(node -p process.versions.node)
+PULL_TIMEOUT=${PULL_TIMEOUT:-60}
+
+have_image() { docker image inspect "$1" >/dev/null 2>&1; }
+
+if [[ -n ${BASE_IMAGE:-} ]]; then
+  have_image "$BASE_IMAGE" || docker pull "$BASE_IMAGE"
+  base=$BASE_IMAGE
+elif have_image "$OFFICIAL"; then
+  base=$OFFICIAL
+elif have_image "$LOCAL_BASE"; then
+  base=$LOCAL_BASE
+elif timeout "$PULL_TIMEOUT" docker pull "$OFFICIAL" >/dev/null 2>&1; then
+  base=$OFFICIAL
+else
+  echo "build-child-image: no base image present and $OFFICIAL cannot be pulled; making one from the host's Node runtime" >&2
+  base=$(bash scripts/make-base-image.sh "$LOCAL_BASE")
+fi
+
+CTX=$(mktemp -d /tmp/fusion-child-ctx.XXXXXX)
+trap 'rm -rf "$CTX"' EXIT
+cp Dockerfile.child "$CTX/Dockerfile"
+# The runtime import closure of the child entry (relative specifiers only: the child loads no
+# npm package, and node: builtins come with the runtime).
+node --input-type=module - "$CTX/opt/fusion" <<'JS'
+import { readFileSync, mkdirSync, copyFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+const dist = resolve('dist');
+const dest = process.argv[2];
+const seen = new Set();
+const queue = [join(dist, 'sandbox', 'child-main.js')];
+const importRe = /(?:^|[;\s])(?:import|export)\s+(?:[^'"]*?\sfrom\s+)?['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/gm;
+while (queue.length > 0) {
+  const file = queue.shift();
+  if (seen.has(file)) continue;
+  seen.add(file);
+  const text = readFileSync(file, 'utf8');
+  for (const m of text.matchAll(importRe)) queue.push(resolve(dirname(file), m[1] ?? m[2]));
+}
+for (const file of seen) {
+  const rel = relative(dist, file);
+  if (rel.startsWith('..')) throw new Error(`child import outside dist/: ${file}`);
+  mkdirSync(join(dest, dirname(rel)), { recursive: true });
+  copyFileSync(file, join(dest, rel));
+}
+process.stderr.write(`build-child-image: ${seen.size} files of child code\n`);
+JS
+echo '{"type":"module","private":true}' >"$CTX/opt/fusion/package.json"
+chmod -R a+rX,go-w "$CTX/opt"
+
+echo "build-child-image: building $IMAGE from $base" >&2
+# The classic builder: it needs no buildx plugin and works with Debian's docker.io 20.10 client.
+if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet -f "$CTX/Dockerfile" --build-arg "BASE_IMAGE=$base" \
+  --label "org.fusion.version=$VERSION" --label "org.fusion.base-image=$base" -t "$IMAGE" "$CTX" 2>&1); then
+  echo "$out" >&2
+  echo "build-child-image: docker build failed" >&2
+  exit 1
+fi
+# The image must start node as the sandbox user with nothing of the base's environment.
+docker run --rm --network none "$IMAGE" node -e 'if (process.getuid() !== 65534) process.exit(1)' \
+  || { echo "build-child-image: $IMAGE does not run node as uid 65534" >&2; exit 1; }
+echo "build-child-image: built $IMAGE" >&2

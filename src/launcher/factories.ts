@@ -1,0 +1,39 @@
+/**
+ * How launchers are built, for the daemon (src/main.ts) and `fusion sandbox exec` alike, so the
+ * two can never disagree about the policy. Composition code: the one place that knows every
+ * backend; the backends themselves never import each other.
+ */
+import type { Logger } from '../log.js';
+import { createBwrapLauncher } from './bwrap.js';
+import { createDockerLauncher } from './docker.js';
+import type { LauncherFactories } from './select.js';
+
+export interface LauncherFactoryOptions {
+  log: Logger;
+  /** Host uid/gid of sandboxed children when running as root (config sandboxUid/sandboxGid). */
+  sandboxUid?: number;
+  sandboxGid?: number;
+  /** Docker engine socket (default /var/run/docker.sock). */
+  dockerSocketPath?: string;
+  /** Label separating this process's containers from other daemons' (orphan reaping). */
+  dockerOwner?: string;
+}
+
+/** The launcher factories of the daemon and of `fusion sandbox exec`: one construction for both. */
+export function createLauncherFactories(options: LauncherFactoryOptions): LauncherFactories {
+  const ids = {
+    ...(options.sandboxUid === undefined ? {} : { sandboxUid: options.sandboxUid }),
+    ...(options.sandboxGid === undefined ? {} : { sandboxGid: options.sandboxGid }),
+  };
+  return {
+    bwrap: () => createBwrapLauncher({ log: options.log, ...ids }),
+    docker: () =>
+      createDockerLauncher({
+        log: options.log,
+        ...ids,
+        ...(options.dockerSocketPath === undefined ? {} : { socketPath: options.dockerSocketPath }),
+        ...(options.dockerOwner === undefined ? {} : { owner: options.dockerOwner }),
+      }),
+  };
+}
+

@@ -1,0 +1,236 @@
+/**
+ * ONE containment suite, run against every sandbox backend: the same probes, the same
+ * expectations. Each backend's `Launcher` is built the way the daemon builds it; the probe
+ * scripts (test/fixtures/probes) are bound read-only at /opt/fusion through `codeDir`, so the
+ * same spec works for bwrap and Docker.
+ *
+ * What is proven from inside a real sandbox: only `lo`; a TCP server on the host's loopback is
+ * unreachable; /repo read-only and the only writable places are /out and /tmp; the /tmp size
+ * cap; host processes invisible; no capabilities, no_new_privs, an active seccomp filter that
+ * denies io_uring_setup, ptrace and unshare; a non-root uid with unprivileged host-side file
+ * ownership; no variable of the daemon's environment; the daemon's data directory and sockets
+ * invisible; a fork bomb stopped by the process cap; an oversized allocation killed by the memory
+ * cap with the daemon unaffected; the wall timeout kills.
+ */
+import { once } from 'node:events';
+import { chmod, chown, mkdir, readFile, stat } from 'node:fs/promises';
+import net from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Launcher } from '../../../src/launcher/port.js';
+import { backendAvailability, BACKENDS, captureLogs, createLauncher, describeBackend, IS_ROOT, limits, makeScratch, probe, report, run, type Scratch } from './helpers.js';
+
+const MiB = 1024 * 1024;
+const SENTINEL = 'FUSION_CONTAINMENT_SENTINEL_SECRET';
+const EPERM = 'errno=1';
+const availability = await backendAvailability();
+
+for (const backend of BACKENDS) {
+  describeBackend(`containment [${backend}]`, availability[backend], () => {
+    let scratch: Scratch;
+    let launcher: Launcher;
+    const logs = captureLogs();
+
+    beforeAll(async () => {
+      // A secret in the daemon's own environment: it must not reach any sandbox process.
+      process.env[SENTINEL] = 'must-not-leak';
+      scratch = await makeScratch(`fusion-containment-${backend}-`);
+      launcher = createLauncher(backend, logs.log);
+    });
+
+    afterAll(async () => {
+      delete process.env[SENTINEL];
+      await scratch.cleanup();
+    });
+
+    it('check() passes', async () => {
+      expect(await launcher.check()).toEqual({ ok: true });
+    });
+
+    it('network: only lo; a TCP server on the host loopback is unreachable; only AF_UNIX sockets', async () => {
+      const server = net.createServer((socket) => socket.end('you should not see this'));
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const port = (server.address() as net.AddressInfo).port;
+      try {
+        const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs') }));
+        expect(inspect.netDev).toEqual(['lo']);
+        const r = report<Record<string, string>>(await run(launcher, scratch, { command: probe('syscalls.mjs', String(port)) }));
+        expect(r.tcpConnect).not.toBe('connected');
+        expect(r.tcpConnect).toBe('EPERM');
+        expect(r.udpBind).toBe('EPERM');
+        for (const family of ['socket_inet', 'socket_inet6', 'socket_netlink', 'socket_packet', 'socketpair_inet']) expect(r[family], family).toBe(EPERM);
+        expect(r.socket_unix).toMatch(/^ret=\d+$/);
+        expect(r.unixRoundTrip).toBe('pong');
+      } finally {
+        server.close();
+      }
+    });
+
+    it('filesystem: /repo read-only; the only writable places are /out and /tmp', async () => {
+      const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs') }));
+      expect(inspect.writes).toEqual({ repo: 'EROFS', root: 'EROFS', usr: 'EROFS', code: 'EROFS', tmp: 'ok', out: 'ok' });
+      expect([...inspect.repoListing].sort()).toEqual(['README.md', 'src']);
+      expect(inspect.cwd).toBe('/repo');
+      const walk = report<{ visited: number; writable: string[] }>(await run(launcher, scratch, { command: probe('containment/writable-dirs.mjs') }));
+      expect(walk.visited).toBeGreaterThan(5);
+      expect(walk.writable.filter((dir) => !/^\/(out|tmp)(\/|$)/.test(dir))).toEqual([]);
+      expect(walk.writable).toEqual(expect.arrayContaining(['/out', '/tmp']));
+    });
+
+    it('/tmp is capped at tmpfsBytes', async () => {
+      const tmpfsBytes = 8 * MiB;
+      const r = report<{ bytes: number; error: string | null }>(await run(launcher, scratch, {
+        command: probe('containment/tmp-fill.mjs'),
+        limits: limits({ tmpfsBytes }),
+      }));
+      expect(r.error).toBe('ENOSPC');
+      expect(r.bytes).toBeLessThanOrEqual(tmpfsBytes);
+      expect(r.bytes).toBeGreaterThan(tmpfsBytes / 2);
+    });
+
+    it('host processes are invisible', async () => {
+      const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs') }));
+      const processes = inspect.processes as Array<{ pid: number; cmd: string }>;
+      // The sandbox's init (bwrap's reaper or docker-init) and the probe; nothing of the host.
+      expect(processes.length).toBeLessThanOrEqual(2);
+      expect(processes.map((p) => p.pid)).toContain(1);
+      for (const p of processes) expect(p.cmd).toMatch(/inspect\.mjs/);
+    });
+
+    it('privileges: no capabilities, no_new_privs, seccomp filter; io_uring_setup, ptrace, unshare denied', async () => {
+      const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs') }));
+      expect(inspect.status).toEqual({
+        CapInh: '0000000000000000', CapPrm: '0000000000000000', CapEff: '0000000000000000',
+        CapBnd: '0000000000000000', CapAmb: '0000000000000000', NoNewPrivs: '1', Seccomp: '2',
+      });
+      const r = report<Record<string, string>>(await run(launcher, scratch, { command: probe('syscalls.mjs') }));
+      expect(r.getpid).toMatch(/^ret=\d+$/); // the syscall harness itself works
+      expect(r.io_uring_setup).toBe(EPERM);
+      expect(r.ptrace_traceme).toBe(EPERM);
+      expect(r.unshare_none).toBe(EPERM);
+      expect(r.unshare_user).toBe(EPERM);
+      expect(r.setns).toBe(EPERM);
+      expect(r.bpf).toBe(EPERM);
+      expect(r.keyctl).toBe(EPERM);
+      expect(r.mount).toBe(EPERM);
+      expect(r.perf_event_open).toBe(EPERM);
+      expect(r.userfaultfd).toBe(EPERM);
+      expect(r.clone3).toBe('errno=38');
+    });
+
+    it('every socket family but AF_UNIX is denied (AF_VSOCK, AF_NETLINK, AF_PACKET…); process_vm_* denied', async () => {
+      const r = report<{ socketFamilies: Record<string, [string, string]>; process_vm_readv: string; process_vm_writev: string; perlError: string | null }>(
+        await run(launcher, scratch, { command: probe('containment/more-syscalls.mjs') }),
+      );
+      expect(r.perlError).toBeNull();
+      for (const [family, results] of Object.entries(r.socketFamilies)) {
+        if (family === '1') expect(results[0], 'AF_UNIX stream').toMatch(/^ret=\d+$/);
+        else expect(results, `family ${family}`).toEqual([EPERM, EPERM]);
+      }
+      expect(r.process_vm_readv).toBe(EPERM);
+      expect(r.process_vm_writev).toBe(EPERM);
+    });
+
+    it('identity: uid and gid are not 0; files written to /out are owned by an unprivileged uid on the host', async () => {
+      const out = join(scratch.root, 'owner-out');
+      await mkdir(out, { mode: 0o700 });
+      if (IS_ROOT) await chown(out, 65534, 65534); // as the workflow does
+      const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs'), outDir: out }));
+      expect(inspect.uid).not.toBe(0);
+      expect(inspect.gid).not.toBe(0);
+      expect(inspect.groups).not.toContain(0);
+      if (IS_ROOT) expect(inspect.uid).toBe(65534);
+      const info = await stat(join(out, 'written-by-sandbox.txt'));
+      expect(await readFile(join(out, 'written-by-sandbox.txt'), 'utf8')).toBe('hello from the sandbox\n');
+      expect(info.uid).not.toBe(0);
+      expect(info.gid).not.toBe(0);
+      if (IS_ROOT) expect(info.uid).toBe(65534);
+      await expect(stat(join(scratch.repoDir, 'probe-write.txt'))).rejects.toThrow();
+    });
+
+    it('environment: nothing of the daemon environment (sentinel) in any sandbox process', async () => {
+      const result = await run(launcher, scratch, { command: probe('containment/visibility.mjs', '--sentinel', SENTINEL), env: { FUSION_CHILD: '1' } });
+      const r = report(result);
+      expect(r.sentinelSeen).toBe(false);
+      const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs'), env: { FUSION_CHILD: '1' } }));
+      expect(inspect.env[SENTINEL]).toBeUndefined();
+      expect(inspect.env.FUSION_CHILD).toBe('1');
+      // Only what the spec gave plus what the runtime itself defines (PATH; PWD for bwrap; HOSTNAME/HOME for Docker).
+      for (const key of Object.keys(inspect.env)) expect(['FUSION_CHILD', 'PATH', 'PWD', 'HOSTNAME', 'HOME']).toContain(key);
+    });
+
+    it("the daemon's data directory and sockets are invisible", async () => {
+      // A stand-in for the daemon's data dir (0700) with its API socket listening.
+      const home = join(scratch.root, 'daemon-home');
+      await mkdir(home, { mode: 0o700 });
+      const socketPath = join(home, 'fusion.sock');
+      const server = net.createServer((socket) => socket.end('daemon API'));
+      server.listen(socketPath);
+      await once(server, 'listening');
+      try {
+        const paths = [home, socketPath, scratch.root, '/var/run/docker.sock', '/run/docker.sock', '/var/lib/docker', process.cwd()];
+        const r = report(await run(launcher, scratch, { command: probe('containment/visibility.mjs', ...paths) }));
+        for (const path of paths) {
+          expect(r.paths[path].exists, path).toBe('ENOENT');
+          expect(r.paths[path].connect, path).not.toBe('connected');
+        }
+      } finally {
+        server.close();
+      }
+    });
+
+    it('the broker socket is the only channel out, and it works', async () => {
+      const socketDir = join(scratch.root, 'sock');
+      await mkdir(socketDir, { mode: 0o700 });
+      if (IS_ROOT) await chown(socketDir, 65534, 65534); // as the workflow's staging does
+      const socketPath = join(socketDir, 'broker.sock');
+      const server = net.createServer((socket) => socket.end('broker says hi'));
+      server.listen(socketPath);
+      await once(server, 'listening');
+      await chmod(socketPath, 0o600); // as the broker would: the launcher hands it to the sandbox uid
+      try {
+        const script = "const c=require('net').connect('/run/fusion/broker.sock');let d='';c.on('data',x=>d+=x);c.on('end',()=>console.log(d));c.on('error',e=>console.log('ERR',e.code))";
+        const { stdout } = await run(launcher, scratch, { command: ['node', '-e', script], brokerSocketPath: socketPath });
+        expect(stdout.trim()).toBe('broker says hi');
+      } finally {
+        server.close();
+      }
+    });
+
+    it('a fork bomb is contained by the process cap', async () => {
+      const maxProcesses = 40;
+      const result = await run(launcher, scratch, { command: probe('fork-bomb.mjs'), limits: limits({ maxProcesses, wallMs: 30_000 }) });
+      expect(result.exit.reason).toBe('exited');
+      const r = report<{ started: number; error: string | null }>(result);
+      expect(r.error).toBe('EAGAIN');
+      expect(r.started).toBeGreaterThan(0);
+      expect(r.started).toBeLessThan(maxProcesses);
+    });
+
+    it('an oversized allocation is killed by the memory cap; the daemon is unaffected', async () => {
+      const rssBefore = process.memoryUsage().rss;
+      const { exit, stdout } = await run(launcher, scratch, {
+        command: probe('memory-hog.mjs', String(1024 * MiB)),
+        limits: limits({ memoryBytes: 192 * MiB, wallMs: 60_000 }),
+      });
+      expect(stdout).not.toContain('ALLOCATED_ALL');
+      expect(exit.exitCode === 0 && exit.reason === 'exited').toBe(false);
+      // The daemon (this process) is alive, did not grow, and launches the next sandbox normally.
+      expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * MiB);
+      const next = await run(launcher, scratch, { command: probe('exit-code.mjs', '0') });
+      expect(next.exit).toMatchObject({ reason: 'exited', exitCode: 0 });
+    });
+
+    it('the wall timeout kills', async () => {
+      const { exit, stdout } = await run(launcher, scratch, {
+        command: probe('sleep.mjs'),
+        limits: limits({ wallMs: 1_500, idleMs: 60_000, killGraceMs: 1_000 }),
+      });
+      expect(exit.reason).toBe('wall_timeout');
+      expect(stdout).toBe('ready\n');
+      expect(exit.durationMs).toBeGreaterThanOrEqual(1_500);
+      expect(exit.durationMs).toBeLessThan(10_000);
+    });
+  });
+}
