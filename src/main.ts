@@ -21,6 +21,8 @@ import { dataPaths } from './tasks/paths.js';
 import { createApiHandler } from './api/routes.js';
 import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
 import { createDockerLauncher } from './launcher/docker.js';
+import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
+import { parseResolveList } from './egress/resolve-list.js';
 import { createLauncherFactories } from './launcher/factories.js';
 import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
@@ -142,6 +144,19 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   const runRoot = join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
   rmSync(runRoot, { recursive: true, force: true });
 
+  // The egress guard for research fetches; its admin seams are announced loudly by the guard.
+  let guardedFetch: ReturnType<typeof createGuardedFetch>;
+  try {
+    guardedFetch = createGuardedFetch({
+      log,
+      resolveOverrides: parseResolveList(config.egressResolve, 'egressResolve'),
+      allowCidrs: config.egressAllowCidrs,
+    });
+  } catch (err) {
+    await store.close();
+    throw new FusionError('invalid_config', `egress configuration is invalid: ${(err as Error).message}`, { cause: err });
+  }
+
   const stageWorkers = createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log });
   const runner =
     overrides.runner ??
@@ -153,6 +168,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       stageJobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'),
       launcherFor,
       rosterFor,
+      fetcher: toBrokerFetcher(guardedFetch),
       stageWorkers,
       sandboxOwner,
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
@@ -219,6 +235,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         await closeServer(server, config.socketPath);
         await tasks.shutdown();
         await stageWorkers.stop();
+        await guardedFetch.close();
         await store.close();
       })()),
   };

@@ -12,6 +12,7 @@ import { DELIVERY_MODES } from '../contracts/api.js';
 import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
 import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
+import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, FETCH_USAGE } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
@@ -62,13 +63,14 @@ Usage:
   fusion models check [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
 
 Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
 anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL.
-Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered.
+Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
+fetch: 3 refused by policy, 4 other fetch failure.
 `;
 
 function processIo(): Io {
@@ -180,6 +182,13 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
     case 'mcp':
       return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true } }), env);
+    case 'fetch': {
+      const args = parseArgs(rest, FETCH_FLAGS);
+      const fetchArgs = fetchArgsFrom(args);
+      // The admin seams may also come from the environment, like the daemon's.
+      const csv = (v: string | undefined): string[] => (v ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+      return fetchCommand({ ...fetchArgs, resolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...fetchArgs.resolve], allowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...fetchArgs.allowCidrs] }, io);
+    }
     case 'sandbox':
       return sandboxExecCommand(rest, env, io);
     case 'models':

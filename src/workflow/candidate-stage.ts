@@ -5,7 +5,7 @@
  * tool-call log is verified and cross-checked against the broker's own record, then the
  * attempt's files are packed into a tarball whose digest is recorded.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FusionError, toFusionError } from '../errors.js';
 import { CANDIDATE_TOOLS, CHILD_LIMITS, OUTPUT_CAPS, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
@@ -23,6 +23,9 @@ import type { Fetcher, RunState, UsageEntry, WorkflowDeps } from './stage-contex
 import type { ModelProvider } from '../models/port.js';
 import { costOf } from '../contracts/model-config.js';
 import { providerPrices } from '../models/roster-config.js';
+
+/** The broker's record of an attempt's model calls and fetches, kept in the attempt tarball. */
+export const BROKER_RECORD_FILE = 'supervisor.broker-record.json';
 
 export interface CandidateAnswer {
   slot: 1 | 2 | 3;
@@ -154,6 +157,9 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     await broker.close();
     if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
     collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);
+    // The broker's own record goes into the sealed tarball beside the child's log (written after
+    // the copy, so it replaces any file of that name the child made).
+    writeFileSync(join(destDir, BROKER_RECORD_FILE), `${JSON.stringify(broker.records)}\n`, { mode: 0o600 });
     tarball = await packAttempt(destDir, `${destDir}.tar`);
     const answer = judgeExit(stage, exit, destDir);
     const verified = await verifyToolCallLog({ dir: destDir, slot, attempt: rec.attempt, allowedTools: tools, declaredUrls });
