@@ -38,6 +38,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
 import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, type SandboxExitReason, type SandboxHandle, type SandboxLimits, type SandboxSpec } from './port.js';
+import { validateSpec } from './validate-spec.js';
 import { descendantPids, detectLimitBackend, type LimitBackend, type LimitMechanism, type LimitPreference, type SandboxCgroup } from './process-limits.js';
 import { seccompProgram } from './seccomp-bpf.js';
 import { executableProblem, prepareHostPaths, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
@@ -157,20 +158,6 @@ export function buildBwrapArgs(input: BwrapArgsInput): BwrapInvocation {
 
 function bwrapArgv(bwrapPath: string, invocation: BwrapInvocation): string[] {
   return [bwrapPath, '--args', String(FD.args), '--', ...invocation.command];
-}
-
-function validateSpec(spec: SandboxSpec): void {
-  const fail = (message: string): never => {
-    throw new FusionError('invalid_input', message, { details: { taskId: spec.taskId, label: spec.label } });
-  };
-  if (spec.command.length === 0 || spec.command[0] === '') fail('sandbox command is empty');
-  for (const arg of spec.command) if (arg.includes('\0')) fail('sandbox command contains a NUL byte');
-  for (const [key, value] of Object.entries(spec.env ?? {})) {
-    if (key === '' || key.includes('=') || key.includes('\0') || value.includes('\0')) fail(`invalid sandbox env variable ${JSON.stringify(key)}`);
-  }
-  for (const [key, value] of Object.entries(spec.limits)) {
-    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) fail(`sandbox limit ${key} must be a positive number`);
-  }
 }
 
 function signalName(code: number): string | null {

@@ -35,6 +35,7 @@ import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
 import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, type SandboxExitReason, type SandboxHandle, type SandboxSpec } from './port.js';
+import { validateSpec } from './validate-spec.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
 
 export const DEFAULT_DOCKER_SOCKET = '/var/run/docker.sock';
@@ -229,20 +230,6 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
     timer = setTimeout(() => reject(Object.assign(new Error(`${what} did not answer within ${ms} ms`), { code: 'ETIMEDOUT' })), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-function validateSpec(spec: SandboxSpec): void {
-  const fail = (message: string): never => {
-    throw new FusionError('invalid_input', message, { details: { taskId: spec.taskId, label: spec.label } });
-  };
-  if (spec.command.length === 0 || spec.command[0] === '') fail('sandbox command is empty');
-  for (const arg of spec.command) if (arg.includes('\0')) fail('sandbox command contains a NUL byte');
-  for (const [key, value] of Object.entries(spec.env ?? {})) {
-    if (key === '' || key.includes('=') || key.includes('\0') || value.includes('\0')) fail(`invalid sandbox env variable ${JSON.stringify(key)}`);
-  }
-  for (const [key, value] of Object.entries(spec.limits)) {
-    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) fail(`sandbox limit ${key} must be a positive number`);
-  }
 }
 
 function launchError(message: string, details: Record<string, unknown>, cause?: unknown): FusionError {
