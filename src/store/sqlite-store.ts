@@ -124,9 +124,10 @@ class SqliteStoreImpl implements SqliteStore {
             task.options, at, at],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
-        return selectTask(tx, task.id);
+        // Built from what was just inserted: no read-back on the receipt's critical path.
+        const created: TaskRecord = { ...task, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+        return created;
       });
-      if (record === null) throw new FusionError('store_error', `task ${task.id} vanished after insert`);
       this.log.debug({ taskId: task.id, from: null, to: 'initializing' }, 'store transition committed');
       return record;
     } catch (err) {

@@ -93,7 +93,8 @@ export class TaskService {
       budgetPlan: canonicalJson(plan),
       options: canonicalJson(req.options ?? {}),
     });
-    await this.publishNewEvents(taskId, 0);
+    // Waiters learn of the new task on the next turn; the receipt does not wait for them.
+    setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
     this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
 
     // 3. Only now is anything started.
