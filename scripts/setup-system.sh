@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Installs and starts what the sandboxes and tests need, when missing: bubblewrap (candidate
-# sandboxes), redis-server (BullMQ tests), iproute2. Runs apt only as root and only for what is
+# sandboxes), iproute2, util-linux (prlimit, setpriv). Runs apt only as root and only for what is
 # absent, so it is fast and harmless on a machine that already has everything.
 set -euo pipefail
 
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
-command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 
