@@ -4,7 +4,6 @@
 #   make bench  benchmarks, JSON to bench/out/
 SHELL := /bin/bash
 NODE_BIN := node_modules/.bin
-export FUSION_HOME ?= $(CURDIR)/.fusion-home
 
 .PHONY: setup deps system-deps build lint typecheck test unit run bench clean
 

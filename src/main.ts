@@ -2,7 +2,7 @@
  * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
  * builds concrete adapters, reads the environment, installs signal handlers or exits.
  */
-import { chmodSync, mkdirSync, statSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +28,7 @@ import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
 import { createBreeStageWorkers } from './workflow/stage-workers.js';
+import { prepareRunRoot } from './workflow/staging.js';
 import type { Roster } from './workflow/roster.js';
 import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
@@ -141,8 +142,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // Per-attempt staging lives outside the 0700 data dir (the sandbox uid must reach it); short on
   // purpose, since broker socket paths live below it (107-byte limit). It belongs to this home
   // only and nothing in it is live at start-up: leftovers of a killed daemon are removed.
-  const runRoot = join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
-  rmSync(runRoot, { recursive: true, force: true });
+  const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
+  prepareRunRoot(runRoot);
 
   // The egress guard for research fetches; its admin seams are announced loudly by the guard.
   let guardedFetch: ReturnType<typeof createGuardedFetch>;

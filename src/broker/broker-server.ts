@@ -85,6 +85,8 @@ export interface BrokerHandle {
   readonly records: BrokerRecord[];
   /** Usage so far (a snapshot). */
   readonly usage: BrokerUsage;
+  /** The last failed model call as the provider described it (redacted; host side only). */
+  readonly lastModelError: { code: string; message: string } | undefined;
   close(): Promise<void>;
 }
 
@@ -93,6 +95,10 @@ export const BROKER_FETCH_REFUSALS = {
   notDeclared: 'url_not_declared',
   unavailable: 'fetch_unavailable',
 } as const;
+
+/** Connections one child may hold open, and requests it may have waiting. */
+export const MAX_BROKER_CONNECTIONS = 8;
+export const MAX_QUEUED_REQUESTS = 4;
 
 export const BROKER_MESSAGES = {
   fetchUnavailable: 'fetch is not available to this child',
@@ -176,6 +182,14 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
         ? new FusionError('payload_too_large', `model turn body exceeds ${String(MAX_MODEL_BODY_BYTES)} bytes`)
         : asFusionError(err, 'model_error');
       code = error.code;
+      if (error.code === 'model_error') {
+        // The provider's own text names the provider, model and host: a candidate could paste
+        // it into its answer and unblind the evaluator. The host log keeps the detail.
+        log.warn({ kind: 'model', ordinal, reason: redactSecrets(error.message) }, 'model call failed');
+        lastModelError = { code: error.code, message: redactSecrets(error.message) };
+        responseBytes = sendError(res, new FusionError('model_error', `the model call failed${error.retryable ? ' (transient; retries exhausted)' : ''}`), error.httpStatus);
+        return;
+      }
       responseBytes = sendError(res, error, error.code === 'child_limit_exceeded' ? 429 : error.httpStatus);
     } finally {
       const durationMs = Math.max(0, Date.now() - startedMs);
@@ -302,6 +316,9 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
     }
   }
 
+  let queued = 0;
+  /** The provider's own (redacted) text of the last failed model call: for the task error, never the child. */
+  let lastModelError: { code: string; message: string } | undefined;
   const server: Server = createServer((req, res) => {
     activity();
     const requestAbort = new AbortController();
@@ -309,9 +326,20 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
     res.on('close', () => {
       if (!res.writableFinished) requestAbort.abort();
     });
+    // A child needs one request at a time; a flood of parked requests would only hold daemon
+    // file descriptors and memory, so the queue is bounded.
+    if (queued >= MAX_QUEUED_REQUESTS) {
+      sendError(res, new FusionError('child_limit_exceeded', `more than ${String(MAX_QUEUED_REQUESTS)} broker requests are waiting`), 429);
+      return;
+    }
+    queued += 1;
     // One request at a time: ordinals follow arrival, the cap check cannot race.
-    queue = queue.then(() => route(req, res, requestAbort.signal));
+    queue = queue.then(() => route(req, res, requestAbort.signal)).finally(() => {
+      queued -= 1;
+    });
   });
+  // Bounded connections: each one is a daemon file descriptor.
+  server.maxConnections = MAX_BROKER_CONNECTIONS;
   server.on('clientError', (_err, socket) => {
     socket.destroy();
   });
@@ -354,6 +382,9 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
     },
     get usage() {
       return { ...usage };
+    },
+    get lastModelError() {
+      return lastModelError;
     },
     close,
   };

@@ -43,15 +43,6 @@ export { costOf } from '../contracts/model-config.js';
 
 export type Env = Record<string, string | undefined>;
 
-function isLoopbackEndpoint(baseUrl: string | undefined): boolean {
-  if (baseUrl === undefined) return false;
-  try {
-    const host = new URL(baseUrl).hostname.toLowerCase().replace(/^\[|\]$/g, '');
-    return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
-  } catch {
-    return false;
-  }
-}
 
 export interface RosterOverrides {
   /** One spec (self-fusion: all three slots) or exactly three. */
@@ -306,9 +297,6 @@ export function loadRosterConfig(options: LoadRosterConfigOptions): RosterSource
       return { model: merged, credential: credentials.get(known) };
     }
     const isDefault = parsed.baseUrl === DEFAULT_BASE_URLS[parsed.provider as RemoteProviderName];
-    // A task may point at a model server on this machine's loopback (Ollama, vLLM, llama.cpp):
-    // no configured key is ever sent there, so nothing can leak; other endpoints must be known.
-    if (!trusted && !isDefault && isLoopbackEndpoint(parsed.baseUrl)) return { model: parsed, credential: undefined };
     if (!trusted && !isDefault) {
       throw new FusionError(
         'invalid_input',

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve, sep } from 'node:path';
 import type { Logger } from '../log.js';
 import { FusionError, toFusionError } from '../errors.js';
 import { TOOL_NAMES, type Workflow } from '../contracts/constants.js';
@@ -72,7 +72,7 @@ export class TaskService {
     if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
     // 1. Everything that can reject the request, before anything exists.
     const args = normalizeToolInput(req.workflow, req.arguments);
-    const repoDir = validateRepoDir(req.repo);
+    const repoDir = validateRepoDir(req.repo, dirname(this.deps.tasksDir));
     this.deps.preflightOptions?.(req.options ?? {});
     const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
     const canonicalText = canonicalJson(canonicalInput);
@@ -274,7 +274,7 @@ export class TaskService {
   }
 }
 
-function validateRepoDir(repo: string): string {
+function validateRepoDir(repo: string, dataDir: string): string {
   const trimmed = repo.trim();
   if (!isAbsolute(trimmed)) {
     throw new FusionError('invalid_input', `repo must be an absolute directory path, got ${JSON.stringify(repo)}`, { details: { field: 'repo' } });
@@ -286,7 +286,14 @@ function validateRepoDir(repo: string): string {
     isDir = false;
   }
   if (!isDir) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
-  return resolve(trimmed);
+  const repoDir = resolve(trimmed);
+  // The daemon's own data (other tasks' results, the database) is never a repository to read.
+  const data = resolve(dataDir);
+  const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : `${b}${sep}`);
+  if (inside(repoDir, data) || inside(data, repoDir)) {
+    throw new FusionError('invalid_input', `repo ${repoDir} overlaps the daemon's data directory ${data}; choose a repository outside it`, { details: { field: 'repo' } });
+  }
+  return repoDir;
 }
 
 async function settleWithin(p: Promise<void>, ms: number): Promise<void> {

@@ -171,7 +171,10 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
     return { slot, attempt: rec.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 };
   } catch (err) {
-    const fe = toFusionError(err, 'child_failed', stage);
+    let fe = toFusionError(err, 'child_failed', stage);
+    // A model failure is reported with the provider's own (redacted) words, which the child never saw.
+    const modelError = broker.lastModelError;
+    if (modelError && fe.code !== 'cancelled') fe = new FusionError('model_error', `${stage} failed: ${modelError.message}`, { stage, cause: fe, details: fe.details });
     // The child's stderr tail (untrusted, truncated) is what an admin needs to see why it failed.
     detail = { ...detail, error: { code: fe.code, message: fe.message, ...(fe.details.stderr ? { stderr: fe.details.stderr } : {}) } };
     throw fe;

@@ -79,7 +79,10 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     outcome = 'succeeded';
     return { text, attempt: rec.attempt, overCap: outputBytes(text) > capBytes };
   } catch (err) {
-    const fe = toFusionError(err, 'child_failed', role);
+    let fe = toFusionError(err, 'child_failed', role);
+    // A model failure is reported with the provider's own (redacted) words, which the worker never saw.
+    const modelError = broker.lastModelError;
+    if (modelError && fe.code !== 'cancelled') fe = new FusionError('model_error', `${role} failed: ${modelError.message}`, { stage: role, cause: fe });
     detail = { ...detail, error: { code: fe.code, message: fe.message } };
     throw fe;
   } finally {

@@ -8,6 +8,7 @@
  */
 import { chownSync, mkdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
+import { FusionError } from '../errors.js';
 
 export interface SandboxOwner {
   uid: number;
@@ -23,9 +24,31 @@ export interface AttemptStaging {
   remove(): void;
 }
 
-export function createStaging(runRoot: string, name: string, owner: SandboxOwner | null): AttemptStaging {
-  mkdirSync(runRoot, { recursive: true, mode: 0o711 });
+/**
+ * Creates the run root fresh and verifies it is ours. It sits in a shared directory (/tmp) under
+ * a predictable name, so an existing entry is never trusted: it must be a real directory owned
+ * by this uid (then it is a leftover of a killed daemon and is replaced), else start-up stops.
+ * Created without `recursive`, so a directory someone else made in between fails loudly.
+ */
+export function prepareRunRoot(runRoot: string): void {
+  let st;
+  try {
+    st = lstatSync(runRoot);
+  } catch {
+    st = undefined;
+  }
+  if (st) {
+    const uid = process.getuid?.() ?? -1;
+    if (!st.isDirectory() || st.isSymbolicLink() || st.uid !== uid) {
+      throw new FusionError('invalid_config', `staging directory ${runRoot} exists but is not a directory owned by this daemon's uid ${uid}; remove it and start again`);
+    }
+    rmSync(runRoot, { recursive: true, force: true });
+  }
+  mkdirSync(runRoot, { mode: 0o711 });
   chmodSync(runRoot, 0o711);
+}
+
+export function createStaging(runRoot: string, name: string, owner: SandboxOwner | null): AttemptStaging {
   const dir = join(runRoot, name);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { mode: 0o711 });

@@ -242,7 +242,8 @@ describeWithBwrap('fusion workflow e2e: failures', () => {
     // Nothing exists: no task row, no task directory, no staging, no sandbox, no model call.
     expect(await d.daemon.store.listTasks({})).toEqual([]);
     expect(readdirSync(join(d.home, 'tasks'))).toEqual([]);
-    expect(existsSync(d.runRoot)).toBe(false);
+    // The run root is prepared (empty) at start-up; no attempt was staged in it.
+    expect(readdirSync(d.runRoot)).toEqual([]);
     expect(d.launches).toEqual([]);
     expect(modelCalls).toBe(0);
     expect(ourSandboxProcesses()).toEqual([]);

@@ -188,8 +188,8 @@ describe('loadRoster', () => {
     expect(evil.message).toBe(
       "merger model: base URL https://attacker.example/v1 is not an endpoint this daemon is configured for; per-task overrides may only use the provider's default endpoint or a base URL listed in the models file",
     );
-    // A model server on this machine's loopback is allowed per task, but never gets a configured key.
-    expect(source.build({ merger: 'openai:gpt@http://127.0.0.1:8080/v1' }).describe().merger).toMatchObject({ baseUrl: 'http://127.0.0.1:8080/v1', keySource: null });
+    // Not even a loopback port: a task must not make the daemon POST to arbitrary local services.
+    expect(thrown(() => source.build({ merger: 'openai:gpt@http://127.0.0.1:6379' })).code).toBe('invalid_input');
     // A configured endpoint with another model inherits its key and transport, not its prices.
     const same = source.build({ merger: 'openai:llama@https://llm.internal.example/v1' }).describe().merger;
     expect(same).toMatchObject({ id: 'openai:llama', keySource: 'env INTERNAL_KEY', timeoutMs: 30000, prices: {} });
@@ -213,8 +213,7 @@ describe('loadRoster', () => {
     expect(source.describe().candidates[0]).toMatchObject({ id: 'openai:qwen3', baseUrl: 'http://127.0.0.1:11434/v1', keySource: null });
     // A task may now pick another model on that endpoint, but still not an unknown one.
     expect(source.build({ merger: 'openai:llama3@http://127.0.0.1:11434/v1' }).describe().merger).toMatchObject({ id: 'openai:llama3' });
-    expect(thrown(() => source.build({ merger: 'openai:llama3@https://unknown-models.example/v1' })).code).toBe('invalid_input');
-    expect(source.build({ merger: 'openai:llama3@http://127.0.0.1:9999/v1' }).describe().merger).toMatchObject({ keySource: null });
+    expect(thrown(() => source.build({ merger: 'openai:llama3@http://127.0.0.1:9999/v1' })).code).toBe('invalid_input');
     expect(thrown(() => loadRosterConfig({ env: {}, log, adminOverrides: { evaluator: 'x:y' } }))).toMatchObject({
       code: 'invalid_input',
       message: 'evaluator model: model spec "x:y": unknown provider "x" (expected openai, anthropic, builtin)',
