@@ -10,10 +10,15 @@
  * denies io_uring_setup, ptrace and unshare; a non-root uid with unprivileged host-side file
  * ownership; no variable of the daemon's environment; the daemon's data directory and sockets
  * invisible; a fork bomb stopped by the process cap; an oversized allocation killed by the memory
- * cap with the daemon unaffected; the wall timeout kills.
+ * cap with the daemon unaffected; the wall timeout kills; /dev read-only; no controlling terminal;
+ * the request a read-only copy; no inherited host descriptors; concurrent sandboxes with their own
+ * /out; one log line per launch and one per exit.
+ *
+ * A few assertions pin one backend's exact shape (bwrap's pid namespace, its /etc, its env): each
+ * says why it cannot hold for the other backend.
  */
 import { once } from 'node:events';
-import { chmod, chown, mkdir, readFile, stat } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -55,12 +60,15 @@ for (const backend of BACKENDS) {
       try {
         const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs') }));
         expect(inspect.netDev).toEqual(['lo']);
-        const r = report<Record<string, string>>(await run(launcher, scratch, { command: probe('syscalls.mjs', String(port)) }));
+        const syscalls = await run(launcher, scratch, { command: probe('syscalls.mjs', String(port)) });
+        expect(syscalls.exit.reason).toBe('exited');
+        const r = report<Record<string, string>>(syscalls);
         expect(r.tcpConnect).not.toBe('connected');
         expect(r.tcpConnect).toBe('EPERM');
         expect(r.udpBind).toBe('EPERM');
         for (const family of ['socket_inet', 'socket_inet6', 'socket_netlink', 'socket_packet', 'socketpair_inet']) expect(r[family], family).toBe(EPERM);
         expect(r.socket_unix).toMatch(/^ret=\d+$/);
+        expect(r.socketpair_unix).toBe('ret=0');
         expect(r.unixRoundTrip).toBe('pong');
       } finally {
         server.close();
@@ -72,6 +80,15 @@ for (const backend of BACKENDS) {
       expect(inspect.writes).toEqual({ repo: 'EROFS', root: 'EROFS', usr: 'EROFS', code: 'EROFS', tmp: 'ok', out: 'ok' });
       expect([...inspect.repoListing].sort()).toEqual(['README.md', 'src']);
       expect(inspect.cwd).toBe('/repo');
+      // /dev: only the device nodes are writable. bwrap mounts /dev and /dev/shm read-only (EROFS);
+      // Docker's /dev is a root-owned tmpfs (EACCES for the sandbox uid) without /dev/shm (shmSize 0).
+      if (backend === 'bwrap') expect(inspect.devWrites).toEqual({ dev: 'EROFS', devShm: 'EROFS', devNull: 'ok' });
+      expect(inspect.devWrites.devNull).toBe('ok');
+      expect(inspect.devWrites.dev).not.toBe('ok');
+      expect(inspect.devWrites.devShm).not.toBe('ok');
+      // bwrap builds /etc from nothing (only the loader cache); a Docker image brings its own /etc
+      // (passwd, hosts, resolv.conf…), which is the image's, not the host's.
+      if (backend === 'bwrap') expect(inspect.etcEntries).toEqual(['ld.so.cache']);
       const walk = report<{ visited: number; writable: string[] }>(await run(launcher, scratch, { command: probe('containment/writable-dirs.mjs') }));
       expect(walk.visited).toBeGreaterThan(5);
       expect(walk.writable.filter((dir) => !/^\/(out|tmp)(\/|$)/.test(dir))).toEqual([]);
@@ -96,6 +113,15 @@ for (const backend of BACKENDS) {
       expect(processes.length).toBeLessThanOrEqual(2);
       expect(processes.map((p) => p.pid)).toContain(1);
       for (const p of processes) expect(p.cmd).toMatch(/inspect\.mjs/);
+      for (const p of processes) expect(p.cmd).not.toMatch(/vitest/);
+      if (backend === 'bwrap') {
+        // bwrap is the namespace's init itself, so the probe is pid 2 (docker-init starts it at a
+        // pid the engine picks). bwrap's options travel on a pipe, so pid 1's command line shows
+        // no host path or env value (Docker's init takes no options from us).
+        expect(processes.map((p) => p.pid).sort()).toEqual([1, 2]);
+        const init = processes.find((p) => p.pid === 1);
+        expect(init?.cmd).toMatch(/^\S*bwrap --args 6 -- node \/opt\/fusion\/inspect\.mjs$/);
+      }
     });
 
     it('privileges: no capabilities, no_new_privs, seccomp filter; io_uring_setup, ptrace, unshare denied', async () => {
@@ -158,6 +184,27 @@ for (const backend of BACKENDS) {
       expect(inspect.env.FUSION_CHILD).toBe('1');
       // Only what the spec gave plus what the runtime itself defines (PATH; PWD for bwrap; HOSTNAME/HOME for Docker).
       for (const key of Object.keys(inspect.env)) expect(['FUSION_CHILD', 'PATH', 'PWD', 'HOSTNAME', 'HOME']).toContain(key);
+      // Exactly: bwrap adds PWD; the Docker engine adds HOSTNAME and HOME.
+      const expectedKeys = backend === 'bwrap' ? ['FUSION_CHILD', 'PATH', 'PWD'] : ['FUSION_CHILD', 'HOME', 'HOSTNAME', 'PATH'];
+      expect(Object.keys(inspect.env).sort()).toEqual(expectedKeys);
+    });
+
+    it('a clean exit; no host directory at the root; its own session without a terminal; the request a read-only copy; no inherited host descriptors', async () => {
+      const requestFile = join(scratch.root, 'request.json');
+      await writeFile(requestFile, '{"kind":"probe"}', { mode: 0o600 });
+      const result = await run(launcher, scratch, { command: probe('inspect.mjs'), env: { FUSION_CHILD: '1' }, requestFile });
+      expect(result.stderr).toBe('');
+      expect(result.exit).toMatchObject({ reason: 'exited', exitCode: 0, signal: null });
+      const inspect = report(result);
+      // The root holds the sandbox's own mounts (/run with the request in it) and nothing of the host's.
+      expect(inspect.rootEntries).toEqual(expect.arrayContaining(['dev', 'opt', 'out', 'proc', 'repo', 'run', 'tmp', 'usr']));
+      for (const hidden of ['root', 'home', 'work', 'var', 'srv', 'mnt']) expect(inspect.rootEntries).not.toContain(hidden);
+      // A new session led by the sandbox's init, with no controlling terminal (no TIOCSTI).
+      expect(inspect.session).toEqual({ sid: 1, ttyNr: 0 });
+      // The request is a read-only copy, readable whatever its host mode.
+      expect(inspect.request).toBe('{"kind":"probe"}');
+      // No inherited descriptors beyond stdio and node's own (eventfd, epoll, pipes, anon inodes).
+      for (const fd of inspect.fds as string[]) expect(fd).not.toMatch(/-> \/(?!dev\/null|proc\/)/);
     });
 
     it("the daemon's data directory and sockets are invisible", async () => {
@@ -196,6 +243,36 @@ for (const backend of BACKENDS) {
       } finally {
         server.close();
       }
+    });
+
+    it('runs three sandboxes at once, each with its own /out', async () => {
+      const scratches = await Promise.all([0, 1, 2].map(() => makeScratch(`fusion-containment-${backend}-`)));
+      try {
+        const results = await Promise.all(scratches.map((s, i) => run(launcher, s, { command: probe('inspect.mjs'), label: `candidate-${i + 1}` })));
+        for (const [i, result] of results.entries()) {
+          expect(result.exit).toMatchObject({ reason: 'exited', exitCode: 0 });
+          const pids = (report(result).processes as Array<{ pid: number }>).map((p) => p.pid).sort();
+          // Each in its own pid namespace: its init and the probe (pid 2 under bwrap, see above).
+          if (backend === 'bwrap') expect(pids).toEqual([1, 2]);
+          else expect(pids).toHaveLength(2);
+          expect(await readFile(join(scratches[i]!.outDir, 'written-by-sandbox.txt'), 'utf8')).toContain('hello');
+        }
+      } finally {
+        await Promise.all(scratches.map((s) => s.cleanup()));
+      }
+    });
+
+    it('logs exactly one line per launch and one per exit', async () => {
+      const before = logs.lines().length;
+      await run(launcher, scratch, { command: probe('exit-code.mjs', '3'), label: 'log-probe' });
+      const lines = logs.lines().slice(before).filter((l) => l.label === 'log-probe');
+      expect(lines.map((l) => l.msg)).toEqual(['sandbox launched', 'sandbox exited']);
+      expect(lines[0]).toMatchObject({ component: 'launcher', launcher: backend, taskId: 'task-e2e' });
+      // What identifies the sandbox in the log: bwrap names its cap mechanism (cgroup v2/v1 or
+      // rlimits); Docker leaves the caps to the engine and names the container instead.
+      if (backend === 'bwrap') expect(typeof lines[0]?.limitMechanism).toBe('string');
+      else expect(typeof lines[0]?.containerId).toBe('string');
+      expect(lines[1]).toMatchObject({ reason: 'exited', exitCode: 3 });
     });
 
     it('a fork bomb is contained by the process cap', async () => {

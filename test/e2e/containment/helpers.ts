@@ -1,24 +1,21 @@
 /**
  * Shared set-up for the suites that run against every sandbox backend (containment) and for the
- * Docker launcher's own suite: which backends are usable here, building each `Launcher` the way
- * the daemon does, scratch directories, a log capture and a `run()` that collects output.
+ * Docker launcher's own suite: which backends are usable here and building each `Launcher` the
+ * way the daemon does. Scratch directories, the log capture and `run()` come from ../shared/.
  *
  * Availability: a backend that is not usable skips loudly on a developer machine, and FAILS in
  * CI (`CI=true`), so the containment proof can never silently disappear there.
  */
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, it } from 'vitest';
 import { createLogger, type Logger } from '../../../src/log.js';
-import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName, type SandboxExit, type SandboxHandle, type SandboxLimits, type SandboxSpec } from '../../../src/launcher/port.js';
+import type { Launcher, LauncherName } from '../../../src/launcher/port.js';
 import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
 import { createDockerLauncher, type DockerLauncher } from '../../../src/launcher/docker.js';
 
-export const PROBES_DIR = resolve(import.meta.dirname, '../../fixtures/probes');
-export const IS_ROOT = process.getuid?.() === 0;
+export { captureLogs, type LogCapture } from '../shared/logs.js';
+export { freshOutDir, IS_ROOT, limits, makeScratch, PROBES_DIR, probe, report, run, type RunResult, type RunSpec, type Scratch } from '../shared/sandbox.js';
+
 export const IN_CI = process.env.CI === 'true';
 export const BACKENDS: LauncherName[] = ['bwrap', 'docker'];
 /** Separates these tests' containers from a daemon's on the same engine (orphan reaping). */
@@ -63,101 +60,4 @@ export function describeBackend(name: string, status: { ok: boolean; reason?: st
   }
   console.warn(`\n!!! SKIPPING "${name}": ${why}\n`);
   describe.skip(name, body);
-}
-
-export interface Scratch {
-  root: string;
-  repoDir: string;
-  outDir: string;
-  cleanup(): Promise<void>;
-}
-
-/** A repository (world-readable, as the sandbox uid must read it) and an empty out dir. */
-export async function makeScratch(prefix = 'fusion-e2e-'): Promise<Scratch> {
-  const root = await mkdtemp(join(tmpdir(), prefix));
-  await chmod(root, 0o755);
-  const repoDir = join(root, 'repo');
-  const outDir = join(root, 'out');
-  await mkdir(join(repoDir, 'src'), { recursive: true, mode: 0o755 });
-  await chmod(repoDir, 0o755);
-  await writeFile(join(repoDir, 'README.md'), '# fixture repo\n', { mode: 0o644 });
-  await writeFile(join(repoDir, 'src', 'main.ts'), 'export const answer = 42;\n', { mode: 0o644 });
-  await mkdir(outDir, { mode: 0o700 });
-  return { root, repoDir, outDir, cleanup: () => rm(root, { recursive: true, force: true }) };
-}
-
-/** A fresh out dir below the scratch root (tests that run sandboxes concurrently). */
-export async function freshOutDir(scratch: Scratch, name: string): Promise<string> {
-  const dir = join(scratch.root, name);
-  await mkdir(dir, { mode: 0o700 });
-  return dir;
-}
-
-export interface LogCapture {
-  log: Logger;
-  lines: () => Array<Record<string, unknown>>;
-}
-
-export function captureLogs(): LogCapture {
-  const raw: string[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      raw.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
-      callback();
-    },
-  });
-  return {
-    log: createLogger({ level: 'debug', destination }),
-    lines: () => raw.map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
-
-export function limits(overrides: Partial<SandboxLimits> = {}): SandboxLimits {
-  return { ...DEFAULT_SANDBOX_LIMITS, wallMs: 60_000, idleMs: 60_000, ...overrides };
-}
-
-export interface RunResult {
-  exit: SandboxExit;
-  stdout: string;
-  stderr: string;
-}
-
-export type RunSpec = Partial<SandboxSpec> & Pick<SandboxSpec, 'command'>;
-
-/** Launches a probe-capable sandbox (probes at /opt/fusion) and waits for its exit. */
-export async function run(launcher: Launcher, scratch: Scratch, spec: RunSpec, onStart?: (handle: SandboxHandle) => void): Promise<RunResult> {
-  let stdout = '';
-  let stderr = '';
-  const handle = await launcher.launch({
-    taskId: 'task-e2e',
-    label: 'probe',
-    repoDir: scratch.repoDir,
-    outDir: scratch.outDir,
-    codeDir: PROBES_DIR,
-    limits: limits(),
-    onStdout: (chunk) => {
-      stdout += chunk.toString('utf8');
-    },
-    onStderr: (chunk) => {
-      stderr += chunk.toString('utf8');
-    },
-    ...spec,
-  });
-  onStart?.(handle);
-  const exit = await handle.exit;
-  return { exit, stdout, stderr };
-}
-
-/** `node /opt/fusion/<probe> args…` as the sandbox command. */
-export function probe(name: string, ...args: string[]): string[] {
-  return ['node', `/opt/fusion/${name}`, ...args];
-}
-
-/** Parses a probe's one JSON line, with the output in the error when it is not JSON. */
-export function report<T = Record<string, any>>(result: RunResult): T {
-  try {
-    return JSON.parse(result.stdout) as T;
-  } catch {
-    throw new Error(`probe printed no JSON (exit ${JSON.stringify(result.exit)}): stdout=${result.stdout.slice(0, 500)} stderr=${result.stderr.slice(0, 1000)}`);
-  }
 }

@@ -14,10 +14,9 @@ import { cpSync, chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { describe, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
-import { createLogger, type Logger } from '../../../src/log.js';
+import type { Logger } from '../../../src/log.js';
 import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
 import type { Launcher, SandboxExit, SandboxHandle, SandboxSpec } from '../../../src/launcher/port.js';
 import { createBuiltinProvider, type BuiltinStrategy } from '../../../src/models/builtin/index.js';
@@ -26,6 +25,7 @@ import { fixedRoster, type Roster } from '../../../src/workflow/roster.js';
 import { createBreeStageWorkers, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import type { WorkflowDeps } from '../../../src/workflow/stage-context.js';
 import { FusionClient } from '../../../src/cli/client.js';
+import { captureLogs as captureSharedLogs, type LogCapture } from '../shared/logs.js';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 export const DIST = join(ROOT, 'dist');
@@ -212,20 +212,11 @@ export function trackingLauncher(log: Logger, records: LaunchRecord[], hooks: La
 // ---------------------------------------------------------------------------------------------
 // In-process daemon
 
-export interface LogCapture {
-  log: Logger;
-  lines: () => Array<Record<string, unknown>>;
-}
+export type { LogCapture } from '../shared/logs.js';
 
+/** The shared log capture at the level FUSION_E2E_LOG asks for (default info). */
 export function captureLogs(): LogCapture {
-  const raw: string[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      raw.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
-      callback();
-    },
-  });
-  return { log: createLogger({ level: process.env.FUSION_E2E_LOG ?? 'info', destination }), lines: () => raw.map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return captureSharedLogs(process.env.FUSION_E2E_LOG ?? 'info');
 }
 
 export interface E2EDaemon {

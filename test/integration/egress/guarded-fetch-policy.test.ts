@@ -5,8 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGuardedFetch, type GuardedFetch, type GuardedFetchOptions } from '../../../src/egress/guarded-fetch.js';
-import { FusionError } from '../../../src/errors.js';
-import { captureLog, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, SENTINEL_IP, startOriginWithSentinel, type Listener, type RecordingResolver } from './origin.js';
+import { captureLog, failure, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, SENTINEL_IP, startOriginWithSentinel, type Listener, type RecordingResolver } from './origin.js';
 
 let origin: Listener;
 let sentinel: Listener;
@@ -33,16 +32,6 @@ function make(extra: Partial<GuardedFetchOptions> = {}): GuardedFetch {
 
 function url(path: string, host = 'origin.test'): string {
   return `http://${host}:${port}${path}`;
-}
-
-async function failure(promise: Promise<unknown>): Promise<FusionError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(FusionError);
-    return err as FusionError;
-  }
-  throw new Error('expected the fetch to fail');
 }
 
 beforeAll(async () => {

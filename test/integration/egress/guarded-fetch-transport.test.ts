@@ -6,8 +6,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createGuardedFetch, type GuardedFetch, type GuardedFetchOptions } from '../../../src/egress/guarded-fetch.js';
-import { FusionError } from '../../../src/errors.js';
-import { captureLog, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, startHttpOrigin, startRawOrigin, type Listener } from './origin.js';
+import { captureLog, failure, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, startHttpOrigin, startRawOrigin, type Listener } from './origin.js';
 
 const fetchers: GuardedFetch[] = [];
 const listeners: Listener[] = [];
@@ -22,16 +21,6 @@ async function raw(respond: (socket: net.Socket, head: string) => void): Promise
   const listener = await startRawOrigin(respond);
   listeners.push(listener);
   return `http://origin.test:${String(listener.port)}/`;
-}
-
-async function failure(promise: Promise<unknown>): Promise<FusionError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(FusionError);
-    return err as FusionError;
-  }
-  throw new Error('expected the fetch to fail');
 }
 
 afterEach(async () => {

@@ -7,8 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGuardedFetch, toFetchResponse, type GuardedFetch, type GuardedFetchOptions } from '../../../src/egress/guarded-fetch.js';
 import { ACCEPT_HEADER } from '../../../src/egress/constants.js';
-import { FusionError } from '../../../src/errors.js';
-import { captureLog, forbiddenResolver, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, startHttpOrigin, type CapturedLog, type Listener } from './origin.js';
+import { captureLog, failure, forbiddenResolver, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, startHttpOrigin, type CapturedLog, type Listener } from './origin.js';
 
 const GOLDEN =
   '<h1>Title</h1><p>Visit <a href="https://example.com/docs">docs</a>.</p><table><tr><th>Name</th><th>Value</th></tr><tr><td>alpha</td><td>one</td></tr></table><pre><code>const x = 1;</code></pre>';
@@ -34,16 +33,6 @@ function make(extra: Partial<GuardedFetchOptions> = {}): GuardedFetch {
 
 function url(path: string, host = 'origin.test'): string {
   return `http://${host}:${String(origin.port)}${path}`;
-}
-
-async function failure(promise: Promise<unknown>): Promise<FusionError> {
-  try {
-    await promise;
-  } catch (err) {
-    expect(err).toBeInstanceOf(FusionError);
-    return err as FusionError;
-  }
-  throw new Error('expected the fetch to fail');
 }
 
 beforeAll(async () => {

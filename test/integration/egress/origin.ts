@@ -7,6 +7,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { pino, type Logger } from 'pino';
+import { expect } from 'vitest';
+import { FusionError } from '../../../src/errors.js';
 import type { ResolvedAddress, Resolver } from '../../../src/egress/host-vetting.js';
 
 export const ORIGIN_IP = '127.0.0.2';
@@ -149,4 +151,15 @@ export function captureLog(): CapturedLog {
   const lines: Array<Record<string, unknown>> = [];
   const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
   return { log, lines };
+}
+
+/** Awaits a fetch that must fail, asserts it failed with a `FusionError`, and returns that error. */
+export async function failure(promise: Promise<unknown>): Promise<FusionError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(FusionError);
+    return err as FusionError;
+  }
+  throw new Error('expected the fetch to fail');
 }

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runAgentLoop } from '../../../sandbox/agent-loop.js';
@@ -16,12 +15,11 @@ import {
   answerTurn,
   call,
   childRequest,
-  makeRepo,
   startFakeBroker,
-  tempDir,
   toolTurn,
   type FakeBroker,
 } from '../../integration/broker/fixtures.js';
+import { agentWorkspace } from './workspace.js';
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 const TOOLS = [...CANDIDATE_TOOLS, RESEARCH_FETCH_TOOL];
@@ -106,12 +104,7 @@ describe('runAgentLoop with fusion_web_fetch', () => {
   let broker: FakeBroker | undefined;
 
   beforeEach(() => {
-    ({ dir: root, cleanup } = tempDir('fusion-fetch-'));
-    out = join(root, 'out');
-    repo = join(root, 'repo');
-    mkdirSync(out);
-    mkdirSync(repo);
-    makeRepo(repo);
+    ({ root, repo, out, cleanup } = agentWorkspace('fusion-fetch-'));
   });
   afterEach(async () => {
     await broker?.close();

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ANSWER_FILE, RESULT_FILE, answerCapBytes, modelRequestLimitMessage, runAgentLoop, toolSpecsFor } from '../../../sandbox/agent-loop.js';
@@ -11,13 +11,12 @@ import {
   answerTurn,
   call,
   childRequest,
-  makeRepo,
   startFakeBroker,
-  tempDir,
   toolTurn,
   type FakeBroker,
   type ScriptedModel,
 } from '../../integration/broker/fixtures.js';
+import { agentWorkspace } from './workspace.js';
 
 let root: string;
 let cleanup: () => void;
@@ -26,12 +25,7 @@ let out: string;
 let broker: FakeBroker | undefined;
 
 beforeEach(() => {
-  ({ dir: root, cleanup } = tempDir('fusion-agent-'));
-  repo = join(root, 'repo');
-  out = join(root, 'out');
-  mkdirSync(repo);
-  mkdirSync(out);
-  makeRepo(repo);
+  ({ root, repo, out, cleanup } = agentWorkspace('fusion-agent-'));
 });
 
 afterEach(async () => {
