@@ -17,7 +17,7 @@ import { crossCheckBrokerRecord } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
-import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
+import { collectOutputs, createStaging, watchOutputDir, writeRequestFile } from './staging.js';
 import { COMPRESSION_PROMPT } from './prompts.js';
 import type { Fetcher, RunState, UsageEntry, WorkflowDeps } from './stage-context.js';
 import type { ModelProvider } from '../models/port.js';
@@ -152,8 +152,16 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       limits: deps.sandboxLimits,
       signal,
     });
-    const exit = await handle.exit;
+    let outputOverflow: string | undefined;
+    const launched = handle;
+    const stopWatch = watchOutputDir(staging.outDir, (why) => {
+      outputOverflow = why;
+      log.warn({ why }, 'attempt output over its cap; stopping the sandbox');
+      void launched.kill('output_cap');
+    });
+    const exit = await handle.exit.finally(stopWatch);
     detail = { exit: exitSummary(exit) };
+    if (outputOverflow) throw new FusionError('child_limit_exceeded', `${stage} wrote ${outputOverflow}; the sandbox was stopped`, { stage });
     await broker.close();
     if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
     collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);

@@ -75,29 +75,91 @@ export function writeRequestFile(staging: AttemptStaging, request: unknown): voi
   writeFileSync(staging.requestFile, JSON.stringify(request), { mode: 0o444 });
 }
 
-import { lstatSync, readdirSync, copyFileSync, constants as fsConstants } from 'node:fs';
+import { closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, writeSync, constants as fsConstants } from 'node:fs';
 
 /**
- * Copies the regular files an attempt wrote into the task's own attempt directory. Symlinks,
- * devices and directories are skipped (a child cannot make the supervisor read elsewhere), and
- * the total is capped so a child cannot fill the data disk.
+ * Copies the regular files an attempt wrote into the task's own attempt directory. Each file is
+ * opened with O_NOFOLLOW|O_NONBLOCK and checked on the open descriptor (a symlink, FIFO or
+ * device swapped in after a listing is never followed or read), copied from that descriptor
+ * into a new 0600 file, and the total is capped so a child cannot fill the data disk.
  */
 export function collectOutputs(outDir: string, destDir: string, maxTotalBytes: number): { files: string[]; skipped: string[] } {
   mkdirSync(destDir, { recursive: true, mode: 0o700 });
   const files: string[] = [];
   const skipped: string[] = [];
   let total = 0;
-  for (const name of readdirSync(outDir).sort()) {
-    const src = join(outDir, name);
-    const st = lstatSync(src);
-    if (!st.isFile() || total + st.size > maxTotalBytes) {
+  const names = readdirSync(outDir).sort().slice(0, MAX_OUTPUT_FILES);
+  for (const name of names) {
+    let fd: number;
+    try {
+      fd = openSync(join(outDir, name), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+    } catch {
       skipped.push(name);
       continue;
     }
-    total += st.size;
-    copyFileSync(src, join(destDir, name), fsConstants.COPYFILE_EXCL);
-    chmodSync(join(destDir, name), 0o600);
-    files.push(name);
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile() || total + st.size > maxTotalBytes) {
+        skipped.push(name);
+        continue;
+      }
+      total += st.size;
+      const out = openSync(join(destDir, name), fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL, 0o600);
+      try {
+        const buf = Buffer.allocUnsafe(64 * 1024);
+        // Never more than the size checked above, even if the file were still growing.
+        let copied = 0;
+        while (copied < st.size) {
+          const n = readSync(fd, buf, 0, Math.min(buf.length, st.size - copied), null);
+          if (n === 0) break;
+          writeSync(out, buf, 0, n);
+          copied += n;
+        }
+      } finally {
+        closeSync(out);
+      }
+      files.push(name);
+    } finally {
+      closeSync(fd);
+    }
   }
   return { files, skipped };
+}
+
+/** An attempt's /out may hold at most this much while it runs (checked by `watchOutputDir`). */
+export const MAX_OUTPUT_FILES = 64;
+export const MAX_OUTPUT_BYTES = 96 * 1024 * 1024;
+
+/**
+ * Polls a running attempt's /out (a host directory) and calls `onExceeded` once when it holds
+ * more than the caps: a child must not fill the host disk or the collector with files.
+ */
+export function watchOutputDir(outDir: string, onExceeded: (why: string) => void, intervalMs = 1_000): () => void {
+  let fired = false;
+  const timer = setInterval(() => {
+    if (fired) return;
+    try {
+      const names = readdirSync(outDir);
+      if (names.length > MAX_OUTPUT_FILES) {
+        fired = true;
+        return onExceeded(`more than ${MAX_OUTPUT_FILES} files in /out`);
+      }
+      let bytes = 0;
+      for (const name of names) {
+        try {
+          bytes += lstatSync(join(outDir, name)).size;
+        } catch {
+          /* gone meanwhile */
+        }
+      }
+      if (bytes > MAX_OUTPUT_BYTES) {
+        fired = true;
+        onExceeded(`more than ${MAX_OUTPUT_BYTES} bytes in /out`);
+      }
+    } catch {
+      /* directory removed: the attempt is over */
+    }
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }

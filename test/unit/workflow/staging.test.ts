@@ -1,0 +1,68 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { collectOutputs, prepareRunRoot, watchOutputDir, MAX_OUTPUT_FILES } from '../../../src/workflow/staging.js';
+
+function dirs(): { out: string; dest: string; root: string } {
+  const root = mkdtempSync(join(tmpdir(), 'fusion-staging-'));
+  const out = join(root, 'out');
+  mkdirSync(out);
+  return { out, dest: join(root, 'dest'), root };
+}
+
+describe('collectOutputs (security review: never follow what a child left in /out)', () => {
+  it('copies regular files as 0600 and skips symlinks, FIFOs and directories', () => {
+    const { out, dest, root } = dirs();
+    writeFileSync(join(out, 'answer.md'), 'hello\n');
+    chmodSync(join(out, 'answer.md'), 0o4755);
+    writeFileSync(join(root, 'host-secret'), 'secret\n');
+    symlinkSync(join(root, 'host-secret'), join(out, 'link.md'));
+    execFileSync('mkfifo', [join(out, 'pipe')]);
+    mkdirSync(join(out, 'sub'));
+    const r = collectOutputs(out, dest, 1024);
+    expect(r.files).toEqual(['answer.md']);
+    expect(r.skipped.sort()).toEqual(['link.md', 'pipe', 'sub']);
+    expect(readFileSync(join(dest, 'answer.md'), 'utf8')).toBe('hello\n');
+    expect(statSync(join(dest, 'answer.md')).mode & 0o7777).toBe(0o600);
+    expect(existsSync(join(dest, 'link.md'))).toBe(false);
+  });
+
+  it('stops at the byte cap', () => {
+    const { out, dest } = dirs();
+    writeFileSync(join(out, 'a'), Buffer.alloc(600));
+    writeFileSync(join(out, 'b'), Buffer.alloc(600));
+    expect(collectOutputs(out, dest, 1000)).toEqual({ files: ['a'], skipped: ['b'] });
+  });
+});
+
+describe('watchOutputDir', () => {
+  it('fires once when /out holds too many files', async () => {
+    const { out } = dirs();
+    for (let i = 0; i <= MAX_OUTPUT_FILES; i++) writeFileSync(join(out, `f${i}`), 'x');
+    const reasons: string[] = [];
+    const stop = watchOutputDir(out, (why) => reasons.push(why), 20);
+    await new Promise((r) => setTimeout(r, 120));
+    stop();
+    expect(reasons).toEqual([`more than ${MAX_OUTPUT_FILES} files in /out`]);
+  });
+});
+
+describe('prepareRunRoot', () => {
+  it('replaces a leftover of its own and creates the root 0711', () => {
+    const root = join(mkdtempSync(join(tmpdir(), 'fusion-runroot-')), 'run');
+    mkdirSync(root);
+    writeFileSync(join(root, 'stale'), 'x');
+    prepareRunRoot(root);
+    expect(statSync(root).mode & 0o777).toBe(0o711);
+    expect(existsSync(join(root, 'stale'))).toBe(false);
+  });
+
+  it('refuses a symlink planted at its name', () => {
+    const base = mkdtempSync(join(tmpdir(), 'fusion-runroot-'));
+    mkdirSync(join(base, 'elsewhere'));
+    symlinkSync(join(base, 'elsewhere'), join(base, 'run'));
+    expect(() => prepareRunRoot(join(base, 'run'))).toThrow(/is not a directory owned by this daemon/);
+  });
+});
