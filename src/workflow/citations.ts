@@ -203,7 +203,7 @@ function isInside(root: string, target: string): boolean {
  * filesystem is touched at all; then the real path (symlinks resolved) must too, and only a
  * regular file under the size cap is opened (O_NOFOLLOW, O_NONBLOCK so a FIFO cannot hang us).
  */
-async function readRepoFile(repoReal: string, relPath: string): Promise<FileLines> {
+async function readRepoFile(repoReal: string, relPath: string, worldReadableOnly: boolean): Promise<FileLines> {
   if (relPath.includes('\0')) return { ok: false, status: 'missing_file' };
   const lexical = path.resolve(repoReal, relPath);
   if (!isInside(repoReal, lexical)) return { ok: false, status: 'outside_repo' };
@@ -217,6 +217,8 @@ async function readRepoFile(repoReal: string, relPath: string): Promise<FileLine
   try {
     const info = await stat(real);
     if (!info.isFile() || info.size > CITATION_LIMITS.maxFileBytes) return { ok: false, status: 'missing_file' };
+    // A root daemon must not read, on a candidate's behalf, what the sandbox uid could not.
+    if (worldReadableOnly && !(await sandboxCouldRead(repoReal, real, info.mode))) return { ok: false, status: 'missing_file' };
     const handle = await open(real, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
     try {
       const opened = await handle.stat();
@@ -239,6 +241,15 @@ async function readRepoFile(repoReal: string, relPath: string): Promise<FileLine
   }
 }
 
+/** World-readable file under world-traversable directories (the sandbox uid is nobody's group). */
+async function sandboxCouldRead(repoReal: string, real: string, fileMode: number): Promise<boolean> {
+  if ((fileMode & 0o004) === 0) return false;
+  for (let dir = path.dirname(real); isInside(repoReal, dir) && dir !== repoReal; dir = path.dirname(dir)) {
+    if (((await stat(dir)).mode & 0o001) === 0) return false;
+  }
+  return true;
+}
+
 function checkOne(citation: Citation, file: FileLines): CitationCheck {
   const base: CitationCheck = { citation: citation.citation, path: citation.path, line: citation.line, status: 'missing_file' };
   if (citation.endLine !== undefined) base.endLine = citation.endLine;
@@ -253,7 +264,7 @@ function checkOne(citation: Citation, file: FileLines): CitationCheck {
 }
 
 /** Checks the first 200 citations of `text` against the repository at `repoDir`. */
-export async function checkCitations(repoDir: string, text: string): Promise<CitationCheck[]> {
+export async function checkCitations(repoDir: string, text: string, options: { worldReadableOnly?: boolean } = {}): Promise<CitationCheck[]> {
   const repoReal = await realpath(repoDir);
   const citations = extractCitations(text);
   const cache = new Map<string, Promise<FileLines>>();
@@ -261,7 +272,7 @@ export async function checkCitations(repoDir: string, text: string): Promise<Cit
   for (const citation of citations) {
     let file = cache.get(citation.path);
     if (file === undefined) {
-      file = readRepoFile(repoReal, citation.path);
+      file = readRepoFile(repoReal, citation.path, options.worldReadableOnly ?? false);
       cache.set(citation.path, file);
     }
     results.push(checkOne(citation, await file));

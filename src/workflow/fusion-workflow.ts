@@ -112,7 +112,7 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     const citationChecks = Object.fromEntries(
       await Promise.all(
         blindCandidates.map(async (c) => {
-          const repoChecks: unknown[] = await checkCitations(task.repoDir, c.response);
+          const repoChecks: unknown[] = await checkCitations(task.repoDir, c.response, { worldReadableOnly: deps.sandboxOwner !== null });
           const urlChecks = run.canonicalInput.workflow === 'research' ? checkUrlCitations(c.response, run.fetched) : [];
           return [c.candidate_id, [...repoChecks, ...urlChecks]] as const;
         }),

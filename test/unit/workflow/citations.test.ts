@@ -223,3 +223,25 @@ describe('URL citations', () => {
     expect(summarizeChecks([])).toMatchObject({ total: 0, verified: 0, missing_file: 0, not_fetched: 0 });
   });
 });
+
+describe('checkCitations with worldReadableOnly (a root daemon reads only what the sandbox uid could)', () => {
+  it('treats a 0600 file or a file under a 0700 directory as missing', async () => {
+    const { mkdtempSync, writeFileSync, mkdirSync, chmodSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const repo = mkdtempSync(join(tmpdir(), 'fusion-cite-perm-'));
+    chmodSync(repo, 0o755);
+    writeFileSync(join(repo, 'open.txt'), 'visible line\n', { mode: 0o644 });
+    writeFileSync(join(repo, '.env'), 'SECRET=1\n', { mode: 0o600 });
+    mkdirSync(join(repo, 'private'), { mode: 0o700 });
+    writeFileSync(join(repo, 'private', 'key.txt'), 'key line\n', { mode: 0o644 });
+    const text = '- `open.txt:1`\n  > `visible line`\n- `.env:1`\n  > `SECRET=1`\n- `private/key.txt:1`\n  > `key line`\n';
+    const strict = await checkCitations(repo, text, { worldReadableOnly: true });
+    expect(strict.map((c) => c.status)).toEqual(['verified', 'missing_file', 'missing_file']);
+    // Nothing of the unreadable files' content is reported back.
+    expect(strict[1]!.actual).toBeUndefined();
+    expect(strict[2]!.actual).toBeUndefined();
+    const loose = await checkCitations(repo, text);
+    expect(loose.map((c) => c.status)).toEqual(['verified', 'verified', 'verified']);
+  });
+});
