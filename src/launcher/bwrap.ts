@@ -31,8 +31,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { access, lstat, open, readFile, readlink, realpath, type FileHandle } from 'node:fs/promises';
-import { constants as osConstants } from 'node:os';
-import { dirname } from 'node:path';
+import { constants as osConstants, homedir } from 'node:os';
+import { dirname, join } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -106,8 +106,13 @@ async function resolveRuntime(nodePath: string): Promise<Runtime> {
   }
   const realNode = await realpath(nodePath);
   if (!bound.some((dir) => realNode.startsWith(`${dir}/`))) {
-    // e.g. /opt/node-v20/bin/node: bind the whole install (lib/ next to bin/) read-only.
+    // e.g. /opt/node-v20/bin/node: bind the whole install (lib/ next to bin/) read-only. Only a
+    // recognisable install prefix is bound: for ~/bin/node the "prefix" would be a home directory.
     const prefix = dirname(dirname(realNode));
+    const homeLike = prefix === '/' || /^\/(root|home\/[^/]+)(\/\.local)?$/.test(prefix) || homedir() === prefix;
+    if (homeLike || dirname(realNode) !== join(prefix, 'bin')) {
+      throw new FusionError('sandbox_unavailable', `the Node runtime ${realNode} is not in an install prefix that can be bound into a sandbox (it would expose ${prefix}); use a Node installed under /usr, /usr/local or /opt`);
+    }
     args.push('--ro-bind', prefix, prefix);
   }
   args.push('--ro-bind-try', '/etc/ld.so.cache', '/etc/ld.so.cache');
