@@ -133,3 +133,37 @@ export function crossCheckBrokerRecord(
   }
   return { logFetches: logFetches.length, brokerFetches: brokerFetches.length, childOnlyRejections, brokerModelCalls };
 }
+
+/**
+ * Binds the child's tool-call log to the model conversation the broker carried (beyond fetches):
+ * every logged call must be, in order, a call the model actually asked for (same tool name and
+ * argument digest), and every tool result the child sent back to the model must be the result
+ * the log records for that call. A child cannot invent, reorder or hide a call, nor log a result
+ * other than the one the model saw. (The log may end before the model's last requests: a child
+ * stopped by a limit never ran them.)
+ */
+export function crossCheckConversation(logRecords: readonly ToolCallLogRecord[], brokerRecords: readonly BrokerRecord[]): void {
+  const models = brokerRecords.filter((r): r is Extract<BrokerRecord, { kind: 'model' }> => r.kind === 'model' && r.ok);
+  const requested = models.flatMap((m) => m.requested_calls ?? []);
+  const sent = models.flatMap((m) => m.sent_results ?? []);
+  if (logRecords.length > requested.length) {
+    throw mismatch(`the log has ${logRecords.length} tool calls but the model asked for ${requested.length}`);
+  }
+  logRecords.forEach((rec, i) => {
+    const want = requested[i]!;
+    if (rec.tool_name !== want.name || rec.arguments_sha256 !== want.arguments_sha256) {
+      throw mismatch(`tool call ${i} is not the call the model asked for`, { ordinal: i, logged: rec.tool_name, requested: want.name });
+    }
+  });
+  if (sent.length > logRecords.length) throw mismatch(`the child sent ${sent.length} tool results but logged ${logRecords.length} calls`);
+  sent.forEach((digest, i) => {
+    if (logRecords[i]!.result_sha256 !== digest) throw mismatch(`tool result ${i} sent to the model differs from the logged result`, { ordinal: i });
+  });
+}
+
+/** The answer a stage wrote must be text a model response actually contained. */
+export function checkAnswerProvenance(answer: string, brokerRecords: readonly BrokerRecord[]): void {
+  const digest = createHash('sha256').update(answer, 'utf8').digest('hex');
+  const produced = brokerRecords.some((r) => r.kind === 'model' && r.ok && r.content_sha256 === digest);
+  if (!produced) throw mismatch('the answer is not the content of any model response');
+}

@@ -21,6 +21,7 @@
  * against the child's sealed log.
  */
 import { chmod, chown, lstat, unlink } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FetchRequest, FetchResponse, ModelTurnRequest, ModelTurnResponse, StageRole } from '../contracts/broker-protocol.js';
 import {
@@ -96,6 +97,8 @@ export const BROKER_FETCH_REFUSALS = {
   unavailable: 'fetch_unavailable',
 } as const;
 
+const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+
 /** Connections one child may hold open, and requests it may have waiting. */
 export const MAX_BROKER_CONNECTIONS = 8;
 export const MAX_QUEUED_REQUESTS = 4;
@@ -144,6 +147,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
     let requestBytes = 0;
     let responseBytes = 0;
     let toolCallsRequested = 0;
+    let provenance: Pick<BrokerModelRecord, 'requested_calls' | 'sent_results' | 'content_sha256'> = {};
     let ok = false;
     let code: string | undefined;
     let purpose: string | undefined;
@@ -157,6 +161,9 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       const turn: ModelTurnRequest = parseJsonBody(body, modelTurnRequestSchema, 'model turn');
       purpose = turn.purpose ?? 'step';
       usage.requests += 1;
+      // The tool results this request brings back: the tool messages after the last assistant turn.
+      const lastAssistant = turn.messages.map((m) => m.role).lastIndexOf('assistant');
+      const sentResults = turn.messages.slice(lastAssistant + 1).filter((m) => m.role === 'tool').map((m) => sha256(m.content));
       const response = await options.provider.complete({
         role: options.role,
         taskId: options.taskId,
@@ -169,6 +176,11 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       usage.inputTokens += response.usage.inputTokens;
       usage.outputTokens += response.usage.outputTokens;
       toolCallsRequested = response.toolCalls.length;
+      provenance = {
+        requested_calls: response.toolCalls.map((c) => ({ name: c.name, arguments_sha256: sha256(c.arguments) })),
+        sent_results: sentResults,
+        content_sha256: sha256(response.content),
+      };
       // No model name, provider id or credential crosses to the child.
       const out: ModelTurnResponse = {
         message: { role: 'assistant', content: response.content, tool_calls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) },
@@ -193,7 +205,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       responseBytes = sendError(res, error, error.code === 'child_limit_exceeded' ? 429 : error.httpStatus);
     } finally {
       const durationMs = Math.max(0, Date.now() - startedMs);
-      const record: BrokerModelRecord = { kind: 'model', ordinal, at, durationMs, requestBytes, responseBytes, toolCallsRequested, ok };
+      const record: BrokerModelRecord = { kind: 'model', ordinal, at, durationMs, requestBytes, responseBytes, toolCallsRequested, ok, ...provenance };
       records.push(record);
       log.info({ kind: 'model', ordinal, purpose, ok, code, durationMs, requestBytes, responseBytes, toolCallsRequested }, 'broker model call');
     }

@@ -100,6 +100,15 @@ export const brokerModelRecordSchema = z.strictObject({
   /** How many tool calls the model's response asked for. */
   toolCallsRequested: count,
   ok: z.boolean(),
+  /**
+   * Provenance binding the child's self-written log to what really crossed the broker: the tool
+   * calls the model asked for (name + sha256 of the arguments text), the tool results the child
+   * sent back in this request (sha256 of each tool message after the last assistant message),
+   * and the sha256 of the response's content.
+   */
+  requested_calls: z.array(z.strictObject({ name: z.string(), arguments_sha256: sha256Hex })).optional(),
+  sent_results: z.array(sha256Hex).optional(),
+  content_sha256: sha256Hex.optional(),
 });
 
 /**

@@ -13,7 +13,7 @@ import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broke
 import { CANDIDATE_ENV, SANDBOX_PATHS, type SandboxExit } from '../launcher/port.js';
 import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
-import { crossCheckBrokerRecord } from '../audit/cross-check.js';
+import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
@@ -173,6 +173,9 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     const verified = await verifyToolCallLog({ dir: destDir, slot, attempt: rec.attempt, allowedTools: tools, declaredUrls });
     // Fetches the child refused on its own (undeclared/non-canonical URL) never reach the broker.
     crossCheckBrokerRecord(verified.records, broker.records, { allowChildOnlyRejections: true });
+    // The log and the answer must be what crossed the broker, not what the child says happened.
+    crossCheckConversation(verified.records, broker.records);
+    checkAnswerProvenance(answer, broker.records);
     run.usage.push(usageEntry(stage, provider, broker.usage));
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };

@@ -10,6 +10,7 @@ import { CHILD_LIMITS, SCHEMA } from '../contracts/constants.js';
 import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
 import { startBroker } from '../broker/broker-server.js';
 import { packAttempt } from '../audit/tarball.js';
+import { checkAnswerProvenance } from '../audit/cross-check.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
 import { outputBytes, usageEntry } from './candidate-stage.js';
@@ -74,6 +75,7 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
       throw new FusionError(why.startsWith('model_error') ? 'model_error' : 'child_failed', `${role} produced no answer (${why})`, { stage: role });
     }
     const text = readFileSync(answerFile, 'utf8');
+    checkAnswerProvenance(text, broker.records);
     run.usage.push(usageEntry(role, provider, broker.usage));
     run.attempts.push({ stage: role, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
     outcome = 'succeeded';
