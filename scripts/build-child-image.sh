@@ -9,7 +9,8 @@
 #   1. $BASE_IMAGE if set (pulled when absent);
 #   2. node:<major>-bookworm-slim if present locally;
 #   3. fusion-node-base:<host node version> if present (made by `make base-image`);
-#   4. node:<major>-bookworm-slim pulled from a registry (bounded wait);
+#   4. node:<major>-bookworm-slim pulled from a registry (bounded wait) — only with
+#      FUSION_PULL_BASE=1: machines without a registry (and CI) never reach out by default;
 #   5. otherwise `scripts/make-base-image.sh` builds one from the host's Node runtime.
 #
 # Usage: scripts/build-child-image.sh        (run `make build` first; `make image` does both)
@@ -37,10 +38,10 @@ elif have_image "$OFFICIAL"; then
   base=$OFFICIAL
 elif have_image "$LOCAL_BASE"; then
   base=$LOCAL_BASE
-elif timeout "$PULL_TIMEOUT" docker pull "$OFFICIAL" >/dev/null 2>&1; then
+elif [[ ${FUSION_PULL_BASE:-0} == 1 ]] && timeout "$PULL_TIMEOUT" docker pull "$OFFICIAL" >/dev/null 2>&1; then
   base=$OFFICIAL
 else
-  echo "build-child-image: no base image present and $OFFICIAL cannot be pulled; making one from the host's Node runtime" >&2
+  echo "build-child-image: no base image present (pulling $OFFICIAL needs FUSION_PULL_BASE=1); making one from the host's Node runtime" >&2
   base=$(bash scripts/make-base-image.sh "$LOCAL_BASE")
 fi
 
