@@ -31,7 +31,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { access, lstat, open, readFile, readlink, realpath, type FileHandle } from 'node:fs/promises';
-import { constants as osConstants, homedir } from 'node:os';
+import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Duplex, Readable } from 'node:stream';
 import { FusionError } from '../errors.js';
@@ -39,6 +39,7 @@ import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
 import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, type SandboxExitReason, type SandboxHandle, type SandboxLimits, type SandboxSpec } from './port.js';
 import { validateSpec } from './validate-spec.js';
+import { Tail, signalName } from './process-output.js';
 import { descendantPids, detectLimitBackend, type LimitBackend, type LimitMechanism, type LimitPreference, type SandboxCgroup } from './process-limits.js';
 import { seccompProgram } from './seccomp-bpf.js';
 import { executableProblem, prepareHostPaths, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
@@ -165,28 +166,7 @@ function bwrapArgv(bwrapPath: string, invocation: BwrapInvocation): string[] {
   return [bwrapPath, '--args', String(FD.args), '--', ...invocation.command];
 }
 
-function signalName(code: number): string | null {
-  const entry = Object.entries(osConstants.signals).find(([, n]) => n === code);
-  return entry?.[0] ?? null;
-}
 
-/** Keeps the last `max` bytes of a stream. */
-class Tail {
-  private chunks: Buffer[] = [];
-  private size = 0;
-  constructor(private readonly max: number) {}
-  push(chunk: Buffer): void {
-    this.chunks.push(chunk);
-    this.size += chunk.length;
-    while (this.chunks.length > 1 && this.size - (this.chunks[0]?.length ?? 0) >= this.max) {
-      this.size -= this.chunks.shift()?.length ?? 0;
-    }
-  }
-  toString(): string {
-    const all = Buffer.concat(this.chunks);
-    return all.subarray(Math.max(0, all.length - this.max)).toString('utf8');
-  }
-}
 
 function isRetryable(err: unknown): boolean {
   return RETRYABLE_ERRNOS.has((err as NodeJS.ErrnoException | null)?.code ?? '');

@@ -25,7 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import { chmod, chown, copyFile, mkdtemp, rm, stat } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
-import { constants as osConstants, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +36,7 @@ import { untrusted } from '../log.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
 import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, type SandboxExitReason, type SandboxHandle, type SandboxSpec } from './port.js';
 import { validateSpec } from './validate-spec.js';
+import { Tail, signalName } from './process-output.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
 
 export const DEFAULT_DOCKER_SOCKET = '/var/run/docker.sock';
@@ -170,25 +171,7 @@ function sanitize(text: string): string {
   return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
 }
 
-function signalName(code: number): string | null {
-  return Object.entries(osConstants.signals).find(([, n]) => n === code)?.[0] ?? null;
-}
 
-/** Keeps the last `max` bytes of a stream. */
-class Tail {
-  private chunks: Buffer[] = [];
-  private size = 0;
-  constructor(private readonly max: number) {}
-  push(chunk: Buffer): void {
-    this.chunks.push(chunk);
-    this.size += chunk.length;
-    while (this.chunks.length > 1 && this.size - (this.chunks[0]?.length ?? 0) >= this.max) this.size -= this.chunks.shift()?.length ?? 0;
-  }
-  toString(): string {
-    const all = Buffer.concat(this.chunks);
-    return all.subarray(Math.max(0, all.length - this.max)).toString('utf8');
-  }
-}
 
 /** Splits Docker's multiplexed attach stream (8-byte header: stream id, 3 zero bytes, u32 BE size). */
 function demux(stream: Readable, onFrame: (kind: 'stdout' | 'stderr', payload: Buffer) => void): void {
