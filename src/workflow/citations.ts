@@ -148,14 +148,33 @@ function looksLikeNonPath(p: string): boolean {
   return p.includes('://') || /^(localhost|[\d.]+|\[[0-9a-f:]+\])$/i.test(p) || p === '';
 }
 
-/** Extracts at most `max` repository citations, in order of appearance. */
-export function extractCitations(text: string, max: number = CITATION_LIMITS.maxCitations): Citation[] {
+/**
+ * The shared scan of both citation kinds: each scannable line yields its citations; a block quote
+ * right after the line belongs to the last of them, and its lines are not scanned again.
+ */
+function collectQuoted<T extends { quoted?: string }>(text: string, max: number, findInLine: (line: string) => T[]): T[] {
   const { lines, scannable } = scan(text);
   const consumed = new Set<number>();
-  const out: Citation[] = [];
+  const out: T[] = [];
   for (const { text: line, index } of scannable) {
     if (out.length >= max) break;
     if (consumed.has(index)) continue;
+    const found = findInLine(line);
+    if (found.length === 0) continue;
+    const quote = quoteAfter(lines, index);
+    const last = found[found.length - 1];
+    if (quote !== undefined && last !== undefined) {
+      last.quoted = quote.quoted;
+      for (const i of quote.consumed) consumed.add(i);
+    }
+    out.push(...found.slice(0, max - out.length));
+  }
+  return out;
+}
+
+/** Extracts at most `max` repository citations, in order of appearance. */
+export function extractCitations(text: string, max: number = CITATION_LIMITS.maxCitations): Citation[] {
+  return collectQuoted(text, max, (line) => {
     const found: Citation[] = [];
     for (const m of line.matchAll(CITATION_RE)) {
       const rawPath = m[1] ?? '';
@@ -167,16 +186,8 @@ export function extractCitations(text: string, max: number = CITATION_LIMITS.max
       if (endRaw !== undefined) citation.endLine = Number(endRaw);
       found.push(citation);
     }
-    if (found.length === 0) continue;
-    const quote = quoteAfter(lines, index);
-    const last = found[found.length - 1];
-    if (quote !== undefined && last !== undefined) {
-      last.quoted = quote.quoted;
-      for (const i of quote.consumed) consumed.add(i);
-    }
-    out.push(...found.slice(0, max - out.length));
-  }
-  return out;
+    return found;
+  });
 }
 
 function cutActual(text: string): string {
@@ -313,27 +324,14 @@ function urlKey(url: string): string {
 
 /** Extracts at most `max` URL citations (bare, `<url>`, `[text](url)` or in backticks). */
 export function extractUrlCitations(text: string, max: number = CITATION_LIMITS.maxCitations): UrlCitation[] {
-  const { lines, scannable } = scan(text);
-  const consumed = new Set<number>();
-  const out: UrlCitation[] = [];
-  for (const { text: line, index } of scannable) {
-    if (out.length >= max) break;
-    if (consumed.has(index)) continue;
+  return collectQuoted(text, max, (line) => {
     const found: UrlCitation[] = [];
     for (const m of line.matchAll(URL_RE)) {
       const url = trimUrl(m[0]);
       if (url.length > 'https://'.length) found.push({ url });
     }
-    if (found.length === 0) continue;
-    const quote = quoteAfter(lines, index);
-    const last = found[found.length - 1];
-    if (quote !== undefined && last !== undefined) {
-      last.quoted = quote.quoted;
-      for (const i of quote.consumed) consumed.add(i);
-    }
-    out.push(...found.slice(0, max - out.length));
-  }
-  return out;
+    return found;
+  });
 }
 
 /**
