@@ -21,12 +21,9 @@ import type { Logger } from '../log.js';
 import type { Credential } from './credentials.js';
 import { redactSecretShapes } from './credentials.js';
 import {
-  describeRemote,
   effectiveMaxTokens,
   estimateTokens,
-  makeConfiguredProvider,
-  postJson,
-  sanitizeProviderError,
+  createRemoteProvider,
   type ConfiguredProvider,
   type RemoteModelSettings,
 } from './http-retry.js';
@@ -168,31 +165,14 @@ export function fromAnthropicBody(body: unknown, req: ModelRequest, providerId: 
 }
 
 export function createAnthropicProvider(settings: RemoteModelSettings, credential: Credential | undefined, log: Logger): ConfiguredProvider {
-  const description = describeRemote('anthropic', settings, credential?.source ?? null);
-  const url = `${settings.baseUrl}/v1/messages`;
-  const redact = credential ? credential.redact : redactSecretShapes;
-  const plog = log.child({ component: 'model', provider: description.id });
-  return makeConfiguredProvider(description, async (req) => {
-    try {
-      const body = toAnthropicBody(req, settings);
-      const headers: Record<string, string> = {
-        'anthropic-version': ANTHROPIC_VERSION,
-        ...(credential ? credential.use((key) => ({ 'x-api-key': key })) : {}),
-      };
-      const res = await postJson({
-        providerId: description.id,
-        url,
-        headers,
-        body,
-        timeoutMs: settings.timeoutMs,
-        ...(req.signal ? { signal: req.signal } : {}),
-        policy: { ...settings.retry, maxAttempts: settings.maxAttempts },
-        redact,
-        log: plog,
-      });
-      return fromAnthropicBody(res.json, req, description.id, settings.model);
-    } catch (err) {
-      throw sanitizeProviderError(err, description.id, redact);
-    }
+  return createRemoteProvider({
+    engine: 'anthropic',
+    settings,
+    credential,
+    log,
+    path: '/v1/messages',
+    headers: (key) => ({ 'anthropic-version': ANTHROPIC_VERSION, ...(key === undefined ? {} : { 'x-api-key': key }) }),
+    toBody: (req) => toAnthropicBody(req, settings),
+    fromBody: (json, req, id, model) => fromAnthropicBody(json, req, id, model),
   });
 }

@@ -19,6 +19,7 @@ import type { ModelPrices } from '../contracts/model-config.js';
 import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from './port.js';
+import { redactSecretShapes, type Credential } from './credentials.js';
 
 export interface RetryPolicy {
   maxAttempts: number;
@@ -312,4 +313,47 @@ export function sanitizeProviderError(err: unknown, providerId: string, redact: 
 export function effectiveMaxTokens(requested: number | undefined, configured: number | undefined): number | undefined {
   if (requested === undefined) return configured;
   return configured === undefined ? requested : Math.min(requested, configured);
+}
+
+export interface RemoteProviderSpec {
+  engine: 'openai' | 'anthropic';
+  settings: RemoteModelSettings;
+  credential: Credential | undefined;
+  log: Logger;
+  /** Appended to the base URL, e.g. `/chat/completions`. */
+  path: string;
+  /** Request headers; `key` is absent for an endpoint configured without one. */
+  headers(key: string | undefined): Record<string, string>;
+  toBody(req: ModelRequest): unknown;
+  fromBody(json: unknown, req: ModelRequest, providerId: string, configuredModel: string): ModelResponse;
+}
+
+/**
+ * One remote provider over the shared transport: body mapping and headers differ per wire
+ * format; retries, the deadline, redaction and error sanitising are the same for every one.
+ */
+export function createRemoteProvider(spec: RemoteProviderSpec): ConfiguredProvider {
+  const { settings, credential } = spec;
+  const description = describeRemote(spec.engine, settings, credential?.source ?? null);
+  const url = `${settings.baseUrl}${spec.path}`;
+  const redact = credential ? credential.redact : redactSecretShapes;
+  const plog = spec.log.child({ component: 'model', provider: description.id });
+  return makeConfiguredProvider(description, async (req) => {
+    try {
+      const res = await postJson({
+        providerId: description.id,
+        url,
+        headers: credential ? credential.use((key) => spec.headers(key)) : spec.headers(undefined),
+        body: spec.toBody(req),
+        timeoutMs: settings.timeoutMs,
+        ...(req.signal ? { signal: req.signal } : {}),
+        policy: { ...settings.retry, maxAttempts: settings.maxAttempts },
+        redact,
+        log: plog,
+      });
+      return spec.fromBody(res.json, req, description.id, settings.model);
+    } catch (err) {
+      throw sanitizeProviderError(err, description.id, redact);
+    }
+  });
 }

@@ -20,12 +20,9 @@ import type { Logger } from '../log.js';
 import type { Credential } from './credentials.js';
 import { redactSecretShapes } from './credentials.js';
 import {
-  describeRemote,
   effectiveMaxTokens,
   estimateTokens,
-  makeConfiguredProvider,
-  postJson,
-  sanitizeProviderError,
+  createRemoteProvider,
   type ConfiguredProvider,
   type RemoteModelSettings,
 } from './http-retry.js';
@@ -247,28 +244,14 @@ export function fromOpenAIBody(body: unknown, req: ModelRequest, providerId: str
 }
 
 export function createOpenAIProvider(settings: RemoteModelSettings, credential: Credential | undefined, log: Logger): ConfiguredProvider {
-  const description = describeRemote('openai', settings, credential?.source ?? null);
-  const url = `${settings.baseUrl}/chat/completions`;
-  const redact = credential ? credential.redact : redactSecretShapes;
-  const plog = log.child({ component: 'model', provider: description.id });
-  return makeConfiguredProvider(description, async (req) => {
-    try {
-      const body = toOpenAIBody(req, settings);
-      const headers: Record<string, string> = credential ? credential.use((key) => ({ authorization: `Bearer ${key}` })) : {};
-      const res = await postJson({
-        providerId: description.id,
-        url,
-        headers,
-        body,
-        timeoutMs: settings.timeoutMs,
-        ...(req.signal ? { signal: req.signal } : {}),
-        policy: { ...settings.retry, maxAttempts: settings.maxAttempts },
-        redact,
-        log: plog,
-      });
-      return fromOpenAIBody(res.json, req, description.id, settings.model);
-    } catch (err) {
-      throw sanitizeProviderError(err, description.id, redact);
-    }
+  return createRemoteProvider({
+    engine: 'openai',
+    settings,
+    credential,
+    log,
+    path: '/chat/completions',
+    headers: (key): Record<string, string> => (key === undefined ? {} : { authorization: `Bearer ${key}` }),
+    toBody: (req) => toOpenAIBody(req, settings),
+    fromBody: (json, req, id, model) => fromOpenAIBody(json, req, id, model),
   });
 }
