@@ -1,0 +1,78 @@
+/**
+ * The crawler port: what the research-run service (src/research/) asks of the crawl engine
+ * (src/research/crawl/). The service owns runs, storage, dispatch and auth; the crawler owns
+ * fetching (through the one egress guard, profile `research`), robots.txt, canonical URLs,
+ * link following within the limits, and turning pages into snapshot text.
+ */
+import type { Logger } from '../../log.js';
+import type { GuardedFetch } from '../../egress/guarded-fetch.js';
+import type { ResearchLimits } from '../../contracts/research-limits.js';
+
+export interface CrawlRequest {
+  runId: string;
+  query: string;
+  /** As given by the caller (already validated as http(s) URLs by the create contract). */
+  sourceUrls: readonly string[];
+  /** Complete: the service fills omitted keys with the defaults before calling. */
+  limits: ResearchLimits;
+}
+
+export interface CrawlSnapshot {
+  url: string;
+  canonicalUrl: string;
+  finalUrl: string | null;
+  httpStatus: number | null;
+  contentType: string | null;
+  /** Raw body bytes read. */
+  bytes: number | null;
+  /** sha256 (hex) of the raw body. */
+  sha256: string | null;
+  /** Extracted text, beginning with UNTRUSTED_CAUTION. */
+  content: string | null;
+  fetchedAt: string;
+}
+
+export interface CrawlSkip {
+  url: string;
+  reason: string;
+}
+
+export interface RobotsNote {
+  host: string;
+  /** `ok` (rules read), `missing` (4xx: everything allowed), `failed` (5xx/network: nothing allowed). */
+  status: 'ok' | 'missing' | 'failed';
+  detail?: string;
+}
+
+export interface CrawlOutcome {
+  snapshots: CrawlSnapshot[];
+  skipped: CrawlSkip[];
+  robots: RobotsNote[];
+  /** The User-Agent every request of this crawl carried. */
+  userAgent: string;
+}
+
+export interface Crawler {
+  readonly userAgent: string;
+  /**
+   * Resolves with what was collected. Rejects with a FusionError when the run must fail: an
+   * egress policy refusal of a source URL (its egress code and message), `cancelled` when
+   * `signal` aborts, or the first error when no source yielded anything.
+   */
+  crawl(request: CrawlRequest, signal: AbortSignal): Promise<CrawlOutcome>;
+}
+
+export interface CrawlerOptions {
+  log: Logger;
+  /** The daemon's one guard (its admin seams apply); the crawler passes the research profile per call. */
+  fetch: GuardedFetch;
+  /** Default RESEARCH_USER_AGENT. */
+  userAgent?: string;
+}
+
+export interface ResearchDocumentText {
+  /** `Research - {query cut to 120}.md` */
+  name: string;
+  /** Markdown beginning with UNTRUSTED_CAUTION, linking every snapshot by canonical URL. */
+  content: string;
+}
