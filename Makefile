@@ -1,11 +1,11 @@
 # Fusion supervisor — every entry point an admin or CI needs.
 #   make test   all set-up, then lint, typecheck and every test suite
 #   make run    all set-up, then one investigate job over this repository (embedded daemon)
-#   make bench  benchmarks, JSON to bench/out/
+#   make bench  benchmarks, JSON to bench/out/ (make bench-short: fewer iterations, as CI runs it)
 SHELL := /bin/bash
 NODE_BIN := node_modules/.bin
 
-.PHONY: setup deps system-deps build lint typecheck test unit run bench clean
+.PHONY: setup deps system-deps build lint typecheck test unit run bench bench-short clean
 
 setup: system-deps deps build
 
@@ -41,6 +41,10 @@ run: setup
 bench: setup
 	@mkdir -p bench/out
 	node --expose-gc bench/run.mjs
+
+bench-short: setup
+	@mkdir -p bench/out
+	BENCH_SHORT=1 node --expose-gc bench/run.mjs
 
 # Backend-specific targets (image, base-image…) live in mk/*.mk.
 -include mk/*.mk

@@ -12,6 +12,7 @@
 //                         in-process daemon (dist/): submit → completed, with per-stage times
 //
 // Env: BENCH_START_RUNS (default 15), BENCH_FULL_RUNS (default 3).
+import { iterations as iterationCount } from './short.mjs';
 import process from 'node:process';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, realpathSync, lstatSync, readlinkSync, rmSync } from 'node:fs';
@@ -24,8 +25,8 @@ import { randomBytes } from 'node:crypto';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = join(ROOT, 'dist');
 const BWRAP = '/usr/bin/bwrap';
-const START_RUNS = Number(process.env.BENCH_START_RUNS ?? 15);
-const FULL_RUNS = Number(process.env.BENCH_FULL_RUNS ?? 3);
+const START_RUNS = iterationCount('BENCH_START_RUNS', 15, 3);
+const FULL_RUNS = iterationCount('BENCH_FULL_RUNS', 3, 1);
 const IS_ROOT = process.getuid?.() === 0;
 
 function stats(samples) {
@@ -85,13 +86,15 @@ async function sandboxStart(log) {
   const { createBwrapLauncher } = await import('../dist/src/launcher/bwrap.js');
   const { DEFAULT_SANDBOX_LIMITS } = await import('../dist/src/launcher/port.js');
   const { startBroker } = await import('../dist/src/broker/broker-server.js');
-  const { createStaging, writeRequestFile } = await import('../dist/src/workflow/staging.js');
+  const { createStaging, prepareRunRoot, writeRequestFile } = await import('../dist/src/workflow/staging.js');
   const { SCHEMA, CHILD_LIMITS, OUTPUT_CAPS } = await import('../dist/src/contracts/constants.js');
 
   const owner = IS_ROOT ? { uid: 65534, gid: 65534 } : null;
   const launcher = createBwrapLauncher({ log });
   const limits = { ...DEFAULT_SANDBOX_LIMITS, wallMs: 60_000, idleMs: 60_000 };
   const runRoot = join(tmpdir(), `fsn-bench-${randomBytes(4).toString('hex')}`);
+  // The run root must exist (0711) before attempt directories are made in it, as the daemon does at start-up.
+  prepareRunRoot(runRoot);
   const repo = mkdtempSync(join(tmpdir(), 'fusion-bench-repo-'));
   const { chmodSync, writeFileSync } = await import('node:fs');
   chmodSync(repo, 0o755);

@@ -10,6 +10,7 @@
  * Run: node bench/run.mjs egress (after a build). Traffic stays on 127.0.0.2.
  * Env: BENCH_EGRESS_ITERATIONS (default 10), BENCH_EGRESS_WARMUP (default 2).
  */
+import { iterations as iterationCount } from './short.mjs';
 import http from 'node:http';
 import net from 'node:net';
 import process from 'node:process';
@@ -63,7 +64,7 @@ export async function prerequisites() {
 }
 
 export default async function run(options = {}) {
-  const iterations = options.iterations ?? Number(process.env.BENCH_EGRESS_ITERATIONS ?? 10);
+  const iterations = options.iterations ?? iterationCount('BENCH_EGRESS_ITERATIONS', 10, 3);
   const warmup = options.warmup ?? Number(process.env.BENCH_EGRESS_WARMUP ?? 2);
   const body = page(PAGE_BYTES);
   const small = Buffer.from('<h1>Small</h1><p>A <a href="/x">link</a>.</p>');

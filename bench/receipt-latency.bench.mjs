@@ -16,6 +16,7 @@
 // (rotating order) so drift affects them alike.
 //
 // Env: BENCH_RECEIPTS (default 200), BENCH_HOME_DIR (default the OS temp dir).
+import { iterations as iterationCount } from './short.mjs';
 import process from 'node:process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,7 +26,7 @@ import { performance } from 'node:perf_hooks';
 import sqlite3 from 'sqlite3';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const N = Number(process.env.BENCH_RECEIPTS ?? 200);
+const N = iterationCount('BENCH_RECEIPTS', 200, 40);
 const WARMUP = 20;
 const GOAL_RATIO = 2;
 

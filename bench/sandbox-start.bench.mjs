@@ -20,6 +20,7 @@
 // Needs dist/ (make build), bubblewrap, and the Docker engine with the child image (make image).
 // BENCH_SANDBOX_ITERATIONS (default 10) sets N.
 /* global console */
+import { iterations as iterationCount } from './short.mjs';
 import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -200,7 +201,7 @@ export async function prerequisites() {
 }
 
 export default async function run() {
-  const iterations = Number(process.env.BENCH_SANDBOX_ITERATIONS ?? 10);
+  const iterations = iterationCount('BENCH_SANDBOX_ITERATIONS', 10, 3);
   const dirs = await scratchDirs();
   const broker = await brokerStandIn(dirs.sockDir);
   try {
