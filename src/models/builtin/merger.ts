@@ -7,7 +7,8 @@
  */
 import { OUTPUT_CAPS } from '../../contracts/constants.js';
 import { capBytes, codeSpan } from './answer.js';
-import { codeSpans, parseCitedLines, parseCitedUrls } from './citations.js';
+import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citations.js';
+import { collapseWhitespace } from '../../workflow/citations.js';
 import { definedName } from './definitions.js';
 import { compareStrings } from './strategy.js';
 import type { Term } from './terms.js';
@@ -67,6 +68,11 @@ function reason(quote: string, terms: readonly Term[]): string {
   return parts.length > 0 ? ` — ${parts.join('; ')}` : '';
 }
 
+/** A web passage's identity: its URL and its whitespace-collapsed quote. */
+function passageKey(url: string, quotes: readonly string[]): string {
+  return `${url}\n${collapseWhitespace(quotes.join(' '))}`;
+}
+
 export function merge(mergeInput: unknown): string {
   const input = asRecord(mergeInput);
   const fields = requestFields(asString(asRecord(asRecord(input['canonical_input'])['request'])['text']));
@@ -86,21 +92,33 @@ export function merge(mergeInput: unknown): string {
   const strict = includeOrder.size > 0 || include.length === 0;
   const allowed = (key: string): boolean => !avoided.has(key) && (!strict || includeOrder.has(key));
 
+  // Inclusion is decided per quote: a line or passage goes in only when the mechanical check of
+  // that very quote (not merely of its file or URL) confirmed it.
+  const checks = asRecord(input['citation_checks']);
   const lines = new Map<string, Line>();
   const groups = new Map<string, PassageGroup>();
   let seen = 0;
+  const unconfirmed = new Set<string>();
   for (const c of asArray(input['candidates'])) {
     const response = asString(asRecord(c)['response']);
+    const { paths: pathChecks, urls: urlChecks } = parseChecks(checks[asString(asRecord(c)['candidate_id'])]);
+    const confirmedLines = new Set(pathChecks.filter((k) => k.status === 'verified').map((k) => `${k.path}:${k.line}`));
+    const confirmedPassages = new Set(urlChecks.filter((k) => k.status === 'verified' && k.quoted !== undefined).map((k) => passageKey(k.url, [k.quoted as string])));
     const counted = new Set<string>();
     for (const cited of parseCitedLines(response)) {
-      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation)) continue;
+      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation) || !confirmedLines.has(cited.citation)) continue;
       const entry = lines.get(cited.citation) ?? { citation: cited.citation, path: cited.path, line: cited.line, quote: cited.quote, support: 0, order: seen++ };
       if (!counted.has(cited.citation)) entry.support += 1;
       counted.add(cited.citation);
       lines.set(cited.citation, entry);
     }
     for (const cited of parseCitedUrls(response)) {
-      if (cited.quotes.length === 0 || !allowed(cited.url)) continue;
+      if (cited.quotes.length === 0 || avoided.has(cited.url)) continue;
+      const key = passageKey(cited.url, cited.quotes);
+      if (!confirmedPassages.has(key)) {
+        unconfirmed.add(key);
+        continue;
+      }
       const group = groups.get(cited.url) ?? { url: cited.url, passages: [], support: 0, order: seen++ };
       if (!counted.has(cited.url)) group.support += 1;
       counted.add(cited.url);
@@ -144,7 +162,8 @@ export function merge(mergeInput: unknown): string {
       `  > ${codeSpan(key.quote)}`,
     );
   } else {
-    out.push(`The most relevant source is ${lead}; its confirmed passages are quoted below.`);
+    const shown = groups.get(lead)?.passages.length ?? 0;
+    out.push(`The most relevant source is ${lead}; its ${shown === 1 ? 'passage' : `${shown} passages`} quoted below ${shown === 1 ? 'was' : 'were'} found on the page as fetched.`);
   }
 
   if (kept.length > 0) {
@@ -170,6 +189,7 @@ export function merge(mergeInput: unknown): string {
     }
   }
   if (avoided.size > 0) notes.push(`${avoided.size} cited ${avoided.size === 1 ? 'location' : 'locations'} could not be confirmed against the repository or the fetched pages and ${avoided.size === 1 ? 'is' : 'are'} left out.`);
+  if (unconfirmed.size > 0) notes.push(`${unconfirmed.size} quoted ${unconfirmed.size === 1 ? 'passage was' : 'passages were'} not found on the fetched pages and ${unconfirmed.size === 1 ? 'is' : 'are'} left out.`);
   const covered = new Set([...kept.flatMap((l) => termsIn(l.quote, terms)), ...pages.flatMap((g) => termsIn(g.passages.flat().join(' '), terms))]);
   const missing = terms.filter((t) => !covered.has(t));
   if (missing.length > 0) notes.push(`No confirmed line mentions ${missing.map((t) => codeSpan(t.word)).join(', ')}.`);

@@ -93,9 +93,49 @@ describe('builtin research candidate', () => {
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.evaluation.agreements).toContain('https://docs.example.com/cidr is cited with verified passages by A, B and C');
-    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation);
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, checks);
     expect(merged).toContain('## Web sources');
     expect(merged).toContain('- https://docs.example.com/cidr');
     expect(checkUrls(merged, PAGES).every((c) => c.status === 'verified')).toBe(true);
+  });
+});
+
+describe('builtin merger decides per passage', () => {
+  const input = researchInput(IPADDR_ROOT, ARGS);
+  /** A real URL with one real and one invented passage (what a stumbling model writes). */
+  const INVENTED = [
+    '## Findings',
+    '',
+    '- https://docs.example.com/cidr — the parsing rule',
+    '  > Parsing a CIDR range means splitting at the slash and checking that the prefix length is between 0 and 32.',
+    '',
+    '- https://docs.example.com/cidr — a claim the page never makes',
+    '  > CIDR ranges are always parsed with a regular expression that accepts prefix lengths up to 64.',
+    '',
+  ].join('\n');
+
+  it('quotes only the passages whose own check confirmed them, never the invented one', async () => {
+    const answers = { A: INVENTED, B: INVENTED, C: INVENTED };
+    const urlChecks = checkUrls(INVENTED, PAGES);
+    expect(urlChecks.map((c) => c.status)).toEqual(['verified', 'quote_not_found']);
+    const checks = { A: urlChecks, B: urlChecks, C: urlChecks };
+    const result = validateEvaluationText(await runEvaluator(createBuiltinProvider('content-search'), blindInput(input, answers, checks)));
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, checks);
+    expect(merged).toContain('Parsing a CIDR range means splitting at the slash');
+    expect(merged).not.toContain('accepts prefix lengths up to 64');
+    expect(merged).toContain('1 quoted passage was not found on the fetched pages and is left out.');
+    expect(checkUrls(merged, PAGES).every((c) => c.status === 'verified')).toBe(true);
+  });
+
+  it('without a confirming check, no passage is quoted as found', async () => {
+    const answers = { A: INVENTED, B: INVENTED, C: INVENTED };
+    const none = { A: [], B: [], C: [] };
+    const result = validateEvaluationText(await runEvaluator(createBuiltinProvider('content-search'), blindInput(input, answers, none)));
+    if (!result.ok) throw new Error(result.errors.join('; '));
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, none);
+    expect(merged).not.toContain('> ');
+    expect(merged).not.toMatch(/confirmed passages|found on the page/u);
   });
 });
