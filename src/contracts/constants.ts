@@ -49,3 +49,10 @@ export const INLINE_LIMIT_BYTES = 49_152;
 
 export const CANDIDATE_TOOLS = ['read', 'grep', 'find', 'ls'] as const;
 export const RESEARCH_FETCH_TOOL = 'fusion_web_fetch';
+
+/**
+ * The tool-call log's event kind for a call the agent refused without running anything: a tool
+ * name it does not offer, or arguments that are not a JSON object. It sits in the log's
+ * `tool_name` field, is always allowlisted and always has status `error`.
+ */
+export const REJECTED_CALL_EVENT = 'fusion_rejected_call';
