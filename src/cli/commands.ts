@@ -10,6 +10,7 @@ import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
 import type { FusionClient } from './client.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from './args.js';
+import { sourcesFrom } from './sources.js';
 
 export interface Io {
   stdout: (text: string) => void;
@@ -52,7 +53,7 @@ function toolWorkflow(tool: string | undefined): Workflow {
 /** Builds the tool arguments from `--input` or from the flags. */
 export function toolArguments(workflow: Workflow, args: ParsedArgs, io: Io): unknown {
   const input = flag(args, 'input');
-  const fromFlags = ['objective', 'background', 'deliverable', 'scope', 'constraint', 'source'].some((f) => has(args, f));
+  const fromFlags = ['objective', 'background', 'deliverable', 'scope', 'constraint', 'source', 'purpose'].some((f) => has(args, f));
   if (input !== undefined) {
     if (fromFlags) throw usageError('use either --input or the --objective/--background/… flags, not both');
     return readJsonSource(input, io, '--input');
@@ -64,13 +65,8 @@ export function toolArguments(workflow: Workflow, args: ParsedArgs, io: Io): unk
   };
   if (has(args, 'scope')) out.scope = flagAll(args, 'scope');
   if (has(args, 'constraint')) out.constraints = flagAll(args, 'constraint');
-  if (workflow === 'research') {
-    out.sources = flagAll(args, 'source').map((s) => {
-      const eq = s.indexOf('=');
-      if (eq <= 0) throw usageError(`--source must be URL=PURPOSE, got ${JSON.stringify(s)}`);
-      return { url: s.slice(0, eq), purpose: s.slice(eq + 1) };
-    });
-  } else if (has(args, 'source')) throw usageError('--source is only for fusion research');
+  if (workflow === 'research') out.sources = sourcesFrom(args.order);
+  else if (has(args, 'source') || has(args, 'purpose')) throw usageError('--source and --purpose are only for fusion research');
   for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
   return out;
 }
