@@ -12,7 +12,7 @@ import { DELIVERY_MODES } from '../contracts/api.js';
 import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
 import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
-import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, FETCH_USAGE } from './fetch-command.js';
+import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
