@@ -37,6 +37,10 @@ describe('prompt budget', () => {
     expect(() => assertMeasuredWithinBudget('repair', 10_000, tight)).toThrow('raise the repair budget: "budgets.repair" (tokens) in the models file, or "contextWindowTokens" of the evaluator model.');
   });
 
+  it('accepts a 170 KB request with the default budgets (a repair that may never run does not refuse it)', () => {
+    expect(() => assertForecastWithinBudget(planBudget(170 * 1024))).not.toThrow();
+  });
+
   it('checks the measured prompt before a launch, naming the configured setting', () => {
     const plan = planBudget(1_000, { ...DEFAULT_BUDGET_CONFIG, settings: { candidate: '"budgets.candidate" in the models file (now 120000 tokens)' } });
     expect(() => assertMeasuredWithinBudget('candidate', 10_000, plan)).not.toThrow();
