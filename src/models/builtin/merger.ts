@@ -9,6 +9,7 @@ import { OUTPUT_CAPS } from '../../contracts/constants.js';
 import { capBytes, codeSpan } from './answer.js';
 import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citations.js';
 import { collapseWhitespace } from '../../workflow/citations.js';
+import { answerSentences, injectionReason } from './page-judgement.js';
 import { definedName } from './definitions.js';
 import { compareStrings } from './strategy.js';
 import type { Term } from './terms.js';
@@ -44,6 +45,19 @@ function firstCitation(text: string): string | null {
     if (m) return `${m[1] as string}:${Number(m[2])}`;
   }
   return null;
+}
+
+/** The bullet lines of a `## <heading>` section of an answer (case-insensitive heading). */
+function sectionBullets(text: string, heading: string): string[] {
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => new RegExp(`^#{1,6}\\s*${heading}\\s*$`, 'iu').test(l.trim()));
+  if (start < 0) return [];
+  const out: string[] = [];
+  for (const line of lines.slice(start + 1)) {
+    if (/^#{1,6}\s/u.test(line)) break;
+    if (/^[-*]\s/u.test(line) && firstUrl(line) !== null) out.push(line.trim());
+  }
+  return out.slice(0, MAX_PASSAGES);
 }
 
 function firstUrl(text: string): string | null {
@@ -126,6 +140,22 @@ export function merge(mergeInput: unknown): string {
       groups.set(cited.url, group);
     }
   }
+  // Pages are data: a quoted passage that instructs the reader is never used, whoever quoted it;
+  // and a page an answer set aside (another version of the subject) does not answer.
+  const carried = { setAside: new Set<string>(), injections: new Set<string>() };
+  for (const c of asArray(input['candidates'])) {
+    const response = asString(asRecord(c)['response']);
+    for (const line of sectionBullets(response, 'set aside')) carried.setAside.add(line);
+    for (const line of sectionBullets(response, 'suspected injections')) carried.injections.add(line);
+  }
+  const asideUrls = new Set([...carried.setAside].map((l) => firstUrl(l)).filter((u): u is string => u !== null));
+  let injected = 0;
+  for (const [url, group] of groups) {
+    const kept = group.passages.filter((p) => injectionReason(p.join(' ')) === null);
+    injected += group.passages.length - kept.length;
+    if (kept.length === 0 || asideUrls.has(url)) groups.delete(url);
+    else group.passages = kept;
+  }
   const rank = (key: string, fallback: number): number => includeOrder.get(key) ?? include.length + fallback;
   const kept = [...lines.values()].sort((a, b) => b.support - a.support || rank(a.citation, a.order) - rank(b.citation, b.order) || compareStrings(a.citation, b.citation)).slice(0, MAX_LINES);
   const pages = [...groups.values()].sort((a, b) => b.support - a.support || rank(a.url, a.order) - rank(b.url, b.order) || compareStrings(a.url, b.url));
@@ -145,8 +175,18 @@ export function merge(mergeInput: unknown): string {
   const lead = preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
 
   const out: string[] = ['## Answer', ''];
-  if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
-  if (lead === null) {
+  const research = asString(asRecord(input['canonical_input'])['workflow']) === 'research';
+  const answers = research ? answerSentences(pages.flatMap((g) => g.passages.map((p) => ({ url: g.url, text: p.join(' ') }))), terms, fields.objective) : [];
+  if (research) {
+    // The answer first: the sentences of the confirmed passages that answer the question.
+    if (answers.length === 0) out.push('No confirmed passage of the declared sources answers the question.');
+    for (const a of answers) out.push(`According to ${a.url}:`, `> ${a.text}`, '');
+    if (out[out.length - 1] === '') out.pop();
+    if (fields.objective !== '') out.push('', `**Request:** ${fields.objective}`);
+  } else if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
+  if (research) {
+    // Answered above.
+  } else if (lead === null) {
     out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.');
   } else if (fileSupport.has(lead)) {
     const inLead = kept.filter((l) => l.path === lead);
@@ -189,11 +229,14 @@ export function merge(mergeInput: unknown): string {
     }
   }
   if (avoided.size > 0) notes.push(`${avoided.size} cited ${avoided.size === 1 ? 'location' : 'locations'} could not be confirmed against the repository or the fetched pages and ${avoided.size === 1 ? 'is' : 'are'} left out.`);
+  if (injected > 0) notes.push(`${injected} quoted ${injected === 1 ? 'passage gives' : 'passages give'} instructions to the reader and ${injected === 1 ? 'was' : 'were'} not used.`);
   if (unconfirmed.size > 0) notes.push(`${unconfirmed.size} quoted ${unconfirmed.size === 1 ? 'passage was' : 'passages were'} not found on the fetched pages and ${unconfirmed.size === 1 ? 'is' : 'are'} left out.`);
   const covered = new Set([...kept.flatMap((l) => termsIn(l.quote, terms)), ...pages.flatMap((g) => termsIn(g.passages.flat().join(' '), terms))]);
   const missing = terms.filter((t) => !covered.has(t));
   if (missing.length > 0) notes.push(`No confirmed line mentions ${missing.map((t) => codeSpan(t.word)).join(', ')}.`);
   if (notes.length > 0) out.push('', '## Notes', '', ...notes.map((n) => `- ${n}`));
+  if (carried.setAside.size > 0) out.push('', '## Set aside', '', ...carried.setAside);
+  if (carried.injections.size > 0) out.push('', '## Suspected injections', '', ...carried.injections);
 
   let text = `${out.join('\n')}\n`;
   while (capBytes(text) > OUTPUT_CAPS.mergerBytes && out.length > 4) {

@@ -97,7 +97,8 @@ export function checkUrls(answer: string, pages: Record<string, string>): { url:
       const page = pages[u.url];
       const quoted = u.quotes.join('\n');
       if (page === undefined) return { url: u.url, status: 'not_fetched', quoted };
-      return { url: u.url, status: u.quotes.every((q) => page.includes(q)) ? 'verified' : 'quote_not_found', quoted };
+      const flat = (t: string): string => t.replace(/\s+/gu, ' ').trim();
+      return { url: u.url, status: u.quotes.every((q) => flat(page).includes(flat(q))) ? 'verified' : 'quote_not_found', quoted };
     });
 }
 

@@ -75,7 +75,8 @@ describe('builtin research candidate', () => {
     expect(cited[0]?.quotes.join('\n')).toContain('Parsing a CIDR range means splitting at the slash');
     expect(checkUrls(run.answer, PAGES).every((c) => c.status === 'verified')).toBe(true);
     expect(run.answer).toContain('https://docs.example.com/gone could not be fetched: fusion_web_fetch: http_error (404)');
-    expect(run.answer).toContain('The most relevant source is https://docs.example.com/cidr');
+    // The answer comes first: the sentence that answers, cited and quoted.
+    expect(run.answer.startsWith('## Answer\n\nAccording to https://docs.example.com/cidr:\n> Parsing a CIDR range means splitting at the slash')).toBe(true);
     // Repository lines that share the terms are cited too, and verify.
     expect(checkCitations(IPADDR_ROOT, run.answer).every((c) => c.status === 'verified')).toBe(true);
     const again = await runCandidate(createBuiltinProvider('content-search'), IPADDR_ROOT, input, fetcher);
