@@ -9,7 +9,7 @@ import { OUTPUT_CAPS } from '../../contracts/constants.js';
 import { capBytes, codeSpan } from './answer.js';
 import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citations.js';
 import { collapseWhitespace } from '../../workflow/citations.js';
-import { answerSentences, injectionReason } from './page-judgement.js';
+import { answerSentences, injectionReason, requestedVersions } from './page-judgement.js';
 import { definedName } from './definitions.js';
 import { compareStrings } from './strategy.js';
 import type { Term } from './terms.js';
@@ -162,21 +162,30 @@ export function merge(mergeInput: unknown): string {
 
   // The location to lead with: the one a conflict resolution prefers, else the best-supported file.
   const conflicts = asArray(evaluation['conflicts']).map(asRecord);
-  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term> }>();
+  // A confirmed definition of a name the question uses (`class RetryPolicy` for "the RetryPolicy
+  // class") answers "where" better than any number of lines repeating the other words.
+  const named = new Set(terms.filter((t) => t.identifier).map((t) => t.word));
+  const definesNamed = (quote: string): boolean => {
+    const name = definedName(quote);
+    return name !== null && named.has(name.toLowerCase());
+  };
+  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term>; named: boolean }>();
   for (const l of kept) {
-    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>() };
+    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>(), named: false };
     f.support = Math.max(f.support, l.support);
+    f.named ||= definesNamed(l.quote);
     f.lines += 1;
     for (const t of termsIn(l.quote, terms)) f.terms.add(t);
     fileSupport.set(l.path, f);
   }
   const preferredByResolution = conflicts.map((c) => firstPath(asString(c['resolution']))).find((p) => p !== null && (fileSupport.has(p) || groups.has(p)));
+  const namedDefinition = [...fileSupport.entries()].filter(([, f]) => f.named).sort((a, b) => b[1].support - a[1].support || a[1].order - b[1].order)[0]?.[0];
   const byEvidence = [...fileSupport.entries()].sort((a, b) => b[1].support - a[1].support || termWeight([...b[1].terms]) - termWeight([...a[1].terms]) || b[1].lines - a[1].lines || a[1].order - b[1].order)[0]?.[0];
-  const lead = preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
+  const lead = namedDefinition ?? preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
 
   const out: string[] = ['## Answer', ''];
   const research = asString(asRecord(input['canonical_input'])['workflow']) === 'research';
-  const answers = research ? answerSentences(pages.flatMap((g) => g.passages.map((p) => ({ url: g.url, text: p.join(' ') }))), terms, fields.objective) : [];
+  const answers = research ? answerSentences(pages.flatMap((g) => g.passages.map((p) => ({ url: g.url, text: p.join(' ') }))), terms, fields.objective, requestedVersions(fields)) : [];
   if (research) {
     // The answer first: the sentences of the confirmed passages that answer the question.
     if (answers.length === 0) out.push('No confirmed passage of the declared sources answers the question.');
@@ -190,7 +199,7 @@ export function merge(mergeInput: unknown): string {
     out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.');
   } else if (fileSupport.has(lead)) {
     const inLead = kept.filter((l) => l.path === lead);
-    const key = [...inLead].sort((a, b) => Number(definedName(b.quote) !== null) - Number(definedName(a.quote) !== null) || termWeight(termsIn(b.quote, terms)) - termWeight(termsIn(a.quote, terms)) || b.support - a.support || a.order - b.order)[0] as Line;
+    const key = [...inLead].sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || Number(definedName(b.quote) !== null) - Number(definedName(a.quote) !== null) || termWeight(termsIn(b.quote, terms)) - termWeight(termsIn(a.quote, terms)) || b.support - a.support || a.order - b.order)[0] as Line;
     const covered = [...(fileSupport.get(lead)?.terms ?? [])];
     const name = definedName(key.quote);
     out.push(

@@ -16,24 +16,41 @@ import { termsIn } from './terms.js';
 // Injections
 // ---------------------------------------------------------------------------------------------
 
-const AI_ADDRESSEE = String.raw`(?:ai|a\.i\.|llms?|language models?|chat ?bots?|assistants?|agents?|models?|gpt|claude|bots?)`;
+const AI_WORD = String.raw`(?:ai|a\.i\.|llms?|language models?|chat ?bots?|chatgpt|copilot|assistants?|agents?|models?|systems?|summari[sz]ers?|crawlers?|gpt|claude|bots?)`;
+/** "AI", "AI assistants", "language models": one or two addressee words. */
+const AI_ADDRESSEE = String.raw`(?:(?:automated|automatic|autonomous|generative|artificial|virtual|large)\s+)?${AI_WORD}(?:\s+${AI_WORD})?`;
+
+/**
+ * Text that speaks to an AI reader. Explicit forms ("note for AI assistants", "dear AI", "if you
+ * are a language model") are instructions by themselves; plain mentions ("the assistant", "all
+ * models") only together with a directive about what to say.
+ */
+const CALLS_ON_AI = new RegExp(
+  String.raw`\b(?:dear|hey|hi|hello|attention|note\s+(?:to|for)|message\s+(?:to|for)|instructions?\s+(?:to|for)(?:\s+the)?|if\s+you\s+are(?:\s+an?)?|you\s+are(?:\s+an?)?|as\s+an?)\s+${AI_ADDRESSEE}\b|\b${AI_ADDRESSEE}\s+(?:reading|processing|summari[sz]ing|visiting|crawling)\b`,
+  'iu',
+);
+const MENTIONS_AI = new RegExp(String.raw`\b(?:the|all|any|every)\s+${AI_ADDRESSEE}\b`, 'iu');
+
+/** Directives about what to say: "must now state", "always say", "tell the user", "report … as". */
+const DIRECTS_SPEECH =
+  /\b(?:must|should|shall|always|never|only|now)\s+(?:now\s+|also\s+)?(?:say|state|claim|answer|reply|respond|report|mention|output|write)\b|\b(?:tell|inform)\s+(?:the\s+)?(?:users?|readers?|humans?|people)\b|\breport\s+(?:the\s+)?[\w\s-]{1,40}?\s+as\s+[\w\d]/iu;
 
 /** Patterns of text that gives instructions to whoever (or whatever) reads it. */
-const INJECTION_PATTERNS: ReadonlyArray<{ re: RegExp; reason: string }> = [
-  { re: /\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(?:previous|prior|above|earlier|all|any|your|the)\b[^.!?\n]{0,30}\b(?:instructions?|prompts?|rules|guidelines|directions|context)\b/iu, reason: 'tells the reader to ignore its instructions' },
-  { re: new RegExp(String.raw`\b(?:attention|note|notice|message|instructions?)\s+(?:to|for)\s+(?:all\s+|any\s+)?${AI_ADDRESSEE}\b`, 'iu'), reason: 'addresses an AI with instructions' },
-  { re: new RegExp(String.raw`\b(?:if|when)\s+you\s+are\s+(?:an?\s+)?${AI_ADDRESSEE}\b`, 'iu'), reason: 'addresses an AI with instructions' },
-  { re: new RegExp(String.raw`\b${AI_ADDRESSEE}\s+(?:reading|processing|summari[sz]ing|visiting|crawling)\s+(?:this|these)\b`, 'iu'), reason: 'addresses an AI with instructions' },
-  { re: new RegExp(String.raw`\b(?:all|any)\s+${AI_ADDRESSEE}\s+(?:must|should|shall|are\s+required\s+to)\b`, 'iu'), reason: 'addresses an AI with instructions' },
-  { re: /\b(?:system prompt|developer message|jailbreak)\b/iu, reason: 'refers to an AI system prompt' },
-  { re: /\byou\s+(?:must|should|are\s+required\s+to)\s+(?:now\s+)?(?:say|answer|respond|reply|tell|state|claim|report|output)\b/iu, reason: 'tells the reader what to answer' },
-  { re: /\b(?:respond|reply|answer)\s+(?:only\s+)?with\b[^.!?\n]{0,40}\b(?:instead|only)\b/iu, reason: 'tells the reader what to answer' },
-  { re: /\bdo\s+not\s+(?:tell|reveal|mention|cite|disclose)\b[^.!?\n]{0,30}\b(?:user|reader|anyone)\b/iu, reason: 'tells the reader to hide something' },
+const INJECTION_PATTERNS: ReadonlyArray<{ test: (text: string) => boolean; reason: string }> = [
+  { test: (t) => /\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(?:previous|prior|above|earlier|all|any|your|the)\b[^.!?\n]{0,30}\b(?:instructions?|prompts?|rules|guidelines|directions|context)\b/iu.test(t), reason: 'tells the reader to ignore its instructions' },
+  { test: (t) => /(?:^|\n)\s*(?:system|assistant|developer)\s*:|<\|im_start\|>|\[\/?INST\]/iu.test(t), reason: 'imitates a message to an AI (a role marker)' },
+  { test: (t) => CALLS_ON_AI.test(t), reason: 'addresses an AI' },
+  { test: (t) => MENTIONS_AI.test(t) && (DIRECTS_SPEECH.test(t) || /\b(?:say|state|claim|answer|reply|respond|tell|mention)\b/iu.test(t)), reason: 'addresses an AI with instructions' },
+  { test: (t) => /\bwhen\s+(?:answering|summari[sz]ing|responding|replying|asked)\b/iu.test(t) && DIRECTS_SPEECH.test(t), reason: 'tells the reader what to answer' },
+  { test: (t) => /\byou\s+(?:must|should|are\s+required\s+to)\s+(?:now\s+)?(?:say|answer|respond|reply|tell|state|claim|report|output)\b/iu.test(t), reason: 'tells the reader what to answer' },
+  { test: (t) => /\b(?:respond|reply|answer)\s+(?:only\s+)?with\b[^.!?\n]{0,40}\b(?:instead|only)\b/iu.test(t), reason: 'tells the reader what to answer' },
+  { test: (t) => /\b(?:system prompt|developer message|jailbreak)\b/iu.test(t), reason: 'refers to an AI system prompt' },
+  { test: (t) => /\bdo\s+not\s+(?:tell|reveal|mention|cite|disclose)\b[^.!?\n]{0,30}\b(?:user|reader|anyone)\b/iu.test(t), reason: 'tells the reader to hide something' },
 ];
 
 /** Why a passage looks like instructions to the reader or an AI, or null when it reads as data. */
 export function injectionReason(text: string): string | null {
-  for (const p of INJECTION_PATTERNS) if (p.re.test(text)) return p.reason;
+  for (const p of INJECTION_PATTERNS) if (p.test(text)) return p.reason;
   return null;
 }
 
@@ -46,6 +63,8 @@ const KEYWORD_VERSION = /\b(?:version|release|v)\s*(\d+(?:\.\d+){0,2})(?:\.x)?\b
 /** A capitalised name followed by a number: `Acme Cache 3`, `Orbit Server 5.1`, `Lumen 2.x`. */
 const NAMED_VERSION = /\b([A-Z][\w-]*)\s+(\d+(?:\.\d+){0,2})(?:\.x)?\b(?!\s*(?:%|ms\b|seconds?\b|minutes?\b|hours?\b|days?\b|bytes?\b|[kmg]i?b\b|times\b|requests?\b|retries\b|entries\b|items\b|tokens?\b))/gu;
 /** Capitalised words that precede numbers without naming a product. */
+/** A dotted number after a lower-case word (`client 2.1`): a version unless a unit follows. */
+const DOTTED_VERSION = /\b[a-z][\w-]*\s+(\d+(?:\.\d+){1,2}|\d+(?=\.x\b))(?:\.x)?\b(?!\s*(?:%|ms\b|seconds?\b|minutes?\b|hours?\b|days?\b|bytes?\b|[kmg]i?b\b|times\b))/gu;
 const NOT_A_NAME = new Set(['HTTP', 'HTTPS', 'RFC', 'ISO', 'IPv4', 'IPv6', 'Section', 'Chapter', 'Table', 'Figure', 'Step', 'Part', 'Page', 'Port', 'Status', 'Error', 'Code', 'Level', 'Phase', 'Stage', 'Day', 'Week', 'Year', 'Top', 'Over', 'Under', 'About', 'Since', 'Until', 'In', 'On', 'At', 'By', 'Of', 'For', 'To', 'The', 'A', 'An', 'Only', 'Up', 'Every', 'After', 'Before', 'With', 'Is', 'Are', 'Was', 'It', 'Returns', 'Returned', 'Uses', 'Use']);
 
 function major(version: string): string {
@@ -65,6 +84,7 @@ function versionMentions(text: string): string[] {
   };
   for (const m of text.matchAll(KEYWORD_VERSION)) add(m.index, m[1]);
   for (const m of text.matchAll(NAMED_VERSION)) if (!NOT_A_NAME.has(m[1] ?? '')) add(m.index, m[2]);
+  for (const m of text.matchAll(DOTTED_VERSION)) if (!found.some((f) => f.v === m[1])) add(m.index, m[1]);
   return found.sort((a, b) => a.at - b.at).map((f) => f.v);
 }
 
@@ -135,9 +155,10 @@ const ASKS_FOR_VALUE = /\b(?:how\s+(?:many|much|long|often|large|big)|what\s+(?:
 /**
  * The sentences that answer the question, best first (at most `max`, from different passages
  * when they add terms): BM25 over sentences, with a preference for sentences that state a value
- * when the question asks for one and for sentences carrying more of the question's terms.
+ * when the question asks for one, for sentences carrying more of the question's terms, and,
+ * when the question names a version, for sentences about that version over another one.
  */
-export function answerSentences(evidence: readonly SourcedText[], terms: readonly Term[], objective: string, max = 2): AnswerSentence[] {
+export function answerSentences(evidence: readonly SourcedText[], terms: readonly Term[], objective: string, asked: readonly string[] = [], max = 2): AnswerSentence[] {
   const sentences: SourcedText[] = evidence.flatMap((p) => sentencesOf(p.text).map((text) => ({ url: p.url, text })));
   if (sentences.length === 0 || terms.length === 0) return [];
   const wantsValue = ASKS_FOR_VALUE.test(objective);
@@ -145,7 +166,10 @@ export function answerSentences(evidence: readonly SourcedText[], terms: readonl
     .filter((s) => s.score > 0)
     .map((s) => {
       const states = /\d|\b[A-Z]{2,}[\w-]*\b/u.test(s.item.text);
-      const bonus = (wantsValue && states ? 1.5 : 1) * (1 + 0.25 * s.matched.length);
+      // A sentence about the version asked beats one about another version of the subject.
+      const versions = asked.length === 0 ? [] : versionsIn(s.item.text);
+      const fit = versions.length === 0 ? 1 : versions.some((v) => asked.some((a) => sameRelease(a, v))) ? 1.5 : 0.3;
+      const bonus = (wantsValue && states ? 1.5 : 1) * (1 + 0.25 * s.matched.length) * fit;
       return { ...s.item, score: s.score * bonus, matched: s.matched };
     })
     .sort((a, b) => b.score - a.score || a.text.length - b.text.length);

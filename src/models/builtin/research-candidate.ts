@@ -151,6 +151,7 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
     picked.map((s) => ({ url: s.item.url, text: s.item.text })),
     terms,
     ctx.fields.objective,
+    asked,
   );
 
   // The answer first: the sentences that answer the question, each cited and quoted.
