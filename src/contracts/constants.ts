@@ -9,7 +9,8 @@ export const SCHEMA_NS = 'fusion.';
 export const SCHEMA = {
   fusionInput: `${SCHEMA_NS}fusion-input.v1`,
   blindCandidates: `${SCHEMA_NS}fusion-blind-candidates.v1`,
-  mergeInput: `${SCHEMA_NS}fusion-merge-input.v1`,
+  /** v2: v1 plus `citation_checks` (the mechanical check of every citation, per candidate id). */
+  mergeInput: `${SCHEMA_NS}fusion-merge-input.v2`,
   evaluation: `${SCHEMA_NS}fusion-evaluation.v1`,
   toolCall: `${SCHEMA_NS}fusion-tool-call.v1`,
   toolCallSeal: `${SCHEMA_NS}fusion-tool-call-seal.v1`,
