@@ -91,6 +91,9 @@ export function printResult(result: Record<string, unknown>, io: Io, json: boole
   if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
   else if (answer.present) {
     io.stderr(`${answer.header ?? ''}${result.engine ? ` Engine: ${String(result.engine)}.` : ''}\n`);
+    // "verified" is the digests; the content's own check is the citations line.
+    const citations = result.citations as { checked: number; confirmed: number; unconfirmed: unknown[] } | undefined;
+    if (citations !== undefined) io.stderr(`Citations: ${citations.checked} checked, ${citations.confirmed} confirmed, ${citations.unconfirmed.length} unconfirmed.\n`);
     if (answer.text !== undefined) io.stdout(answer.text.endsWith('\n') ? answer.text : `${answer.text}\n`);
     else io.stdout(`Answer stored at ${String(answer.path)} (delivery: artifact)\n`);
   } else if (status === 'running') {
