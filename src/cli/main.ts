@@ -60,9 +60,14 @@ function processIo(): Io {
   };
 }
 
+/** Task ids are `<workflow>-<32 hex>`: anything else is an input error before any daemon is asked. */
+const TASK_ID = /^(?:investigate|research)-[0-9a-f]{32}$/u;
+
 function idArg(args: ParsedArgs, command: string): string {
   const id = args.positionals[0];
   if (!id) throw usageError(`${command} needs a task id`);
+  if (!TASK_ID.test(id)) throw usageError(`${JSON.stringify(id)} is not a task id (expected investigate-… or research-… followed by 32 hex digits)`);
+  if (args.positionals.length > 1) throw usageError(`${command} takes one task id, got ${args.positionals.length} arguments`);
   return encodeURIComponent(id);
 }
 
@@ -144,6 +149,8 @@ function isDirectory(path: string): boolean {
 
 /** `fusion mcp`: an MCP stdio server for local agents; starts an embedded daemon when none answers. */
 async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
+  const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
+  if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
   let client = new FusionClient(resolveSocket(args, env));
   let embedded: Daemon | undefined;
   if (!(await client.ping())) {
@@ -153,7 +160,7 @@ async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
     client = new FusionClient(embedded.socketPath);
   }
   try {
-    await serveMcp({ client, repo: resolvePath(flag(args, 'repo') ?? process.cwd()), version: packageVersion(), input: process.stdin, output: process.stdout });
+    await serveMcp({ client, repo, version: packageVersion(), input: process.stdin, output: process.stdout });
   } finally {
     await embedded?.close();
   }
@@ -231,7 +238,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'wait': {
       const args = parseArgs(rest, { ...COMMON, timeout: { value: true } });
       const seconds = Number(flag(args, 'timeout') ?? '600');
-      if (!Number.isFinite(seconds) || seconds < 0) throw usageError('--timeout must be a number of seconds');
+      if (!Number.isFinite(seconds) || seconds < 0 || seconds > 600) throw usageError('--timeout must be a number of seconds from 0 to 600');
       const reply = (await client(args).call('GET', `/v1/tasks/${idArg(args, 'wait')}/wait?timeoutMs=${Math.round(seconds * 1000)}`)) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);

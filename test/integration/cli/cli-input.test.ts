@@ -79,6 +79,13 @@ describe('fusion CLI validates input before contacting a daemon', () => {
     expect(paired.code).toBe(3);
   });
 
+  it('checks task ids and --timeout locally', () => {
+    expect(fusion(['status', 'not-a-task']).stderr.trim()).toBe('fusion: invalid_input: "not-a-task" is not a task id (expected investigate-… or research-… followed by 32 hex digits)');
+    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '900']).stderr.trim()).toBe('fusion: invalid_input: --timeout must be a number of seconds from 0 to 600');
+    // A well-formed id gets past validation: then no daemon answers (exit 3).
+    expect(fusion(['cancel', `research-${'a'.repeat(32)}`]).code).toBe(3);
+  });
+
   it('checks the repository, --sandbox, tasks --state and --limit locally', () => {
     const missing = fusion(['investigate', '--objective', 'o', '--background', 'b', '--deliverable', 'd', '--repo', '/nonexistent/fusion-repo']);
     expect(missing.code).toBe(2);
