@@ -239,7 +239,13 @@ export function merge(mergeInput: unknown): string {
   }
   if (avoided.size > 0) notes.push(`${avoided.size} cited ${avoided.size === 1 ? 'location' : 'locations'} could not be confirmed against the repository or the fetched pages and ${avoided.size === 1 ? 'is' : 'are'} left out.`);
   if (injected > 0) notes.push(`${injected} quoted ${injected === 1 ? 'passage gives' : 'passages give'} instructions to the reader and ${injected === 1 ? 'was' : 'were'} not used.`);
-  if (unconfirmed.size > 0) notes.push(`${unconfirmed.size} quoted ${unconfirmed.size === 1 ? 'passage was' : 'passages were'} not found on the fetched pages and ${unconfirmed.size === 1 ? 'is' : 'are'} left out.`);
+  // Each page with a quote its check did not confirm is named: unconfirmed, left out, not quoted.
+  const unconfirmedByUrl = new Map<string, number>();
+  for (const key of unconfirmed) {
+    const url = key.slice(0, key.indexOf('\n'));
+    unconfirmedByUrl.set(url, (unconfirmedByUrl.get(url) ?? 0) + 1);
+  }
+  for (const [url, n] of unconfirmedByUrl) notes.push(`Unconfirmed: ${n} quoted ${n === 1 ? 'passage' : 'passages'} attributed to ${url} ${n === 1 ? 'was' : 'were'} not found on the page as fetched and ${n === 1 ? 'is' : 'are'} left out.`);
   const covered = new Set([...kept.flatMap((l) => termsIn(l.quote, terms)), ...pages.flatMap((g) => termsIn(g.passages.flat().join(' '), terms))]);
   const missing = terms.filter((t) => !covered.has(t));
   if (missing.length > 0) notes.push(`No confirmed line mentions ${missing.map((t) => codeSpan(t.word)).join(', ')}.`);

@@ -205,7 +205,7 @@ describe('an invented web passage (research, builtin evaluator and merger)', () 
     const text: string = run.result.answer.text;
     expect(text).toContain(REAL_PASSAGE);
     expect(text).not.toContain(INVENTED_PASSAGE);
-    expect(text).toContain('1 quoted passage was not found on the fetched pages and is left out.');
+    expect(text).toContain(`Unconfirmed: 1 quoted passage attributed to ${url} was not found on the page as fetched and is left out.`);
     expect(run.result.citations.unconfirmed).toEqual([]);
     expect(run.result.citations.checked).toBeGreaterThan(0);
   });

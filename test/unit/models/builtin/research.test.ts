@@ -126,7 +126,7 @@ describe('builtin merger decides per passage', () => {
     const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, checks);
     expect(merged).toContain('Parsing a CIDR range means splitting at the slash');
     expect(merged).not.toContain('accepts prefix lengths up to 64');
-    expect(merged).toContain('1 quoted passage was not found on the fetched pages and is left out.');
+    expect(merged).toContain('Unconfirmed: 1 quoted passage attributed to https://docs.example.com/cidr was not found on the page as fetched and is left out.');
     expect(checkUrls(merged, PAGES).every((c) => c.status === 'verified')).toBe(true);
   });
 
@@ -137,6 +137,7 @@ describe('builtin merger decides per passage', () => {
     if (!result.ok) throw new Error(result.errors.join('; '));
     const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, none);
     expect(merged).not.toContain('> ');
-    expect(merged).not.toMatch(/confirmed passages|found on the page/u);
+    expect(merged).not.toMatch(/confirmed passages|(?:was|were) found on the page/u);
+    expect(merged).toContain('Unconfirmed: 2 quoted passages attributed to https://docs.example.com/cidr were not found on the page as fetched and are left out.');
   });
 });
