@@ -6,7 +6,9 @@
  *   messages = request.messages
  *   repeat: one model turn through the broker (at most limits.max_model_requests)
  *     tool calls → run each one in order, logged in the sealed tool-call log, answered with one
- *                  `tool` message each; a name outside request.tools is never executed
+ *                  `tool` message each; a name outside request.tools, or arguments that are not
+ *                  a JSON object, are never executed: the call is logged as a rejected call
+ *                  and answered with an error result, and the model goes on
  *     no calls   → the content is the final answer
  *   answer over its cap → a candidate gets exactly one no-tool compression turn; still over (or
  *                         any other role) → `output_cap`, the answer kept whole
@@ -25,7 +27,7 @@ import type {
   ToolCall,
   ToolSpec,
 } from '../src/contracts/broker-protocol.js';
-import { CHILD_LIMITS, RESEARCH_FETCH_TOOL } from '../src/contracts/constants.js';
+import { CHILD_LIMITS, REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL } from '../src/contracts/constants.js';
 import type { FetchProvenance, ToolCallLog } from './audit-log.js';
 import type { BrokerClient } from './broker-client.js';
 import { TOOL_SPECS, isToolName, runTool } from './tools/index.js';
@@ -147,10 +149,30 @@ function attemptedUrlOf(rawArguments: string): string {
   return '';
 }
 
+/**
+ * Why a call must be refused before anything runs (the model invented a tool or wrote arguments
+ * that are not a JSON object), as the error text the model gets back; undefined when it may run.
+ */
+export function rejectionOf(call: ToolCall, tools: readonly string[]): string | undefined {
+  const shown = JSON.stringify(call.name.slice(0, 100));
+  if (!tools.includes(call.name)) {
+    return `tool ${shown} does not exist here and was not run; available tools: ${tools.length > 0 ? tools.join(', ') : 'none'}. Call one of those, or write your final answer.`;
+  }
+  // Some models send "" for a call without arguments (e.g. `ls`).
+  if (call.arguments.trim() === '') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(call.arguments);
+  } catch {
+    return `${call.name} was not run: its arguments must be a JSON object, and they are not valid JSON. Call it again with a JSON object.`;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return `${call.name} was not run: its arguments must be a JSON object. Call it again with a JSON object.`;
+  return undefined;
+}
+
 export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutcome> {
   const { request, broker, toolLog, signal } = options;
   const limits = request.limits;
-  const allowed = new Set(request.tools);
   const specs = toolSpecsFor(request.tools);
   const messages: ChatMessage[] = [...request.messages];
 
@@ -175,19 +197,8 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutc
 
   async function execute(call: ToolCall): Promise<CallOutcome> {
     const isFetch = call.name === RESEARCH_FETCH_TOOL;
-    if (!allowed.has(call.name)) {
-      const available = request.tools.length > 0 ? request.tools.join(', ') : 'none';
-      const text = `tool ${JSON.stringify(call.name.slice(0, 100))} is not available to this agent; available tools: ${available}`;
-      return isFetch ? { status: 'error', text, fetch: { outcome: 'rejected', attemptedUrl: attemptedUrlOf(call.arguments) } } : { status: 'error', text };
-    }
-    let args: unknown;
-    try {
-      // Some models send "" for a call without arguments (e.g. `ls`).
-      args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
-    } catch {
-      const text = `${call.name} arguments must be valid JSON`;
-      return isFetch ? { status: 'error', text, fetch: { outcome: 'rejected', attemptedUrl: '' } } : { status: 'error', text };
-    }
+    // Only calls that passed rejectionOf get here: a known tool with JSON-object arguments.
+    const args: unknown = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
     if (isFetch) {
       const fetched = await runWebFetchTool(args, {
         declaredUrls: request.declared_urls,
@@ -211,8 +222,9 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutc
     if (number > limit && (toolLog === undefined || limit < CHILD_LIMITS.maxToolCalls)) {
       throw new AgentStop(AGENT_ERROR_CODES.limit, toolCallLimitMessage(limit));
     }
+    const rejection = rejectionOf(call, request.tools);
     if (toolLog !== undefined) {
-      const begun = toolLog.begin(logId, call.name);
+      const begun = toolLog.begin(logId, rejection === undefined ? call.name : REJECTED_CALL_EVENT);
       if (!begun.ok) {
         const code = begun.message === toolCallLimitMessage(CHILD_LIMITS.maxToolCalls) ? AGENT_ERROR_CODES.limit : AGENT_ERROR_CODES.auditLog;
         throw new AgentStop(code, begun.message);
@@ -221,11 +233,11 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutc
     toolCalls = number;
     let outcome: CallOutcome;
     try {
-      outcome = await execute(call);
+      outcome = rejection === undefined ? await execute(call) : { status: 'error', text: rejection };
     } catch (err) {
       // Tools never throw by contract; this keeps the log matched if one does anyway.
       const text = `${call.name} failed: ${errorMessage(err)}`;
-      outcome = call.name === RESEARCH_FETCH_TOOL ? { status: 'error', text, fetch: { outcome: 'rejected', attemptedUrl: attemptedUrlOf(call.arguments) } } : { status: 'error', text };
+      outcome = call.name === RESEARCH_FETCH_TOOL && rejection === undefined ? { status: 'error', text, fetch: { outcome: 'rejected', attemptedUrl: attemptedUrlOf(call.arguments) } } : { status: 'error', text };
     }
     if (toolLog !== undefined) {
       const finished = toolLog.finish(logId, {

@@ -30,6 +30,7 @@ import { createFusionWorkflow } from './workflow/fusion-workflow.js';
 import { createBreeStageWorkers } from './workflow/stage-workers.js';
 import { prepareRunRoot } from './workflow/staging.js';
 import type { Roster } from './workflow/roster.js';
+import type { BudgetConfig } from './tasks/budget.js';
 import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
@@ -135,7 +136,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     },
   });
   const fixed = overrides.roster;
-  const rosterFor = (options: TaskOptions): { roster: Roster; describe(): unknown } =>
+  const rosterFor = (options: TaskOptions): { roster: Roster; describe(): unknown; budget?: BudgetConfig } =>
     fixed ? { roster: fixed, describe: () => ({ source: 'fixed roster (test seam)' }) } : rosterSource.build(options.models);
   log.info({ models: rosterSource.describe() }, 'model roster loaded');
 
@@ -193,7 +194,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     log,
     tasksDir: paths.tasksDir,
     // A bad model override is an input error at submit time, before anything exists.
-    preflightOptions: (options) => void rosterFor(options),
+    preflightOptions: (options) => rosterFor(options).budget,
   });
   const recovered = await tasks.recover();
   if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');

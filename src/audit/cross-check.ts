@@ -11,7 +11,7 @@
  * records are only schema-checked here.
  */
 import { createHash } from 'node:crypto';
-import { RESEARCH_FETCH_TOOL } from '../contracts/constants.js';
+import { REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL } from '../contracts/constants.js';
 import {
   brokerRecordSchema,
   type BrokerFetchRecord,
@@ -151,7 +151,9 @@ export function crossCheckConversation(logRecords: readonly ToolCallLogRecord[],
   }
   logRecords.forEach((rec, i) => {
     const want = requested[i]!;
-    if (rec.tool_name !== want.name || rec.arguments_sha256 !== want.arguments_sha256) {
+    // A rejected call keeps the model's arguments but not its (possibly invented) tool name.
+    const sameName = rec.tool_name === want.name || rec.tool_name === REJECTED_CALL_EVENT;
+    if (!sameName || rec.arguments_sha256 !== want.arguments_sha256) {
       throw mismatch(`tool call ${i} is not the call the model asked for`, { ordinal: i, logged: rec.tool_name, requested: want.name });
     }
   });

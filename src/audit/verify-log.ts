@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CHILD_LIMITS, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
+import { CHILD_LIMITS, REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
 import {
   TOOL_CALL_OPTIONAL_KEYS,
   TOOL_CALL_REQUIRED_KEYS,
@@ -307,6 +307,11 @@ export function checkSealAgainstLog(seal: ToolCallSeal, records: readonly ToolCa
 // ---------------------------------------------------------------------------------------------
 
 function checkAllowlisted(record: ToolCallLogRecord, allowed: ReadonlySet<string>): void {
+  // A rejected call is an event, not a tool: allowlisted because nothing ran.
+  if (record.tool_name === REJECTED_CALL_EVENT) {
+    if (record.status !== 'error') throw invalidLog(`rejected call record ${String(record.ordinal)} must have status error: a rejected call never runs`, { ordinal: record.ordinal });
+    return;
+  }
   if (!allowed.has(record.tool_name)) throw invalidLog(`non-allowlisted tool ${record.tool_name}`, { ordinal: record.ordinal });
 }
 

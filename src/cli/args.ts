@@ -16,6 +16,8 @@ export interface ParsedArgs {
   positionals: string[];
   /** Everything after a bare `--`. */
   rest: string[];
+  /** Every flag with its value, in command-line order (pairs such as --source/--purpose need it). */
+  order: Array<[string, string]>;
 }
 
 export function usageError(message: string): FusionError {
@@ -26,6 +28,7 @@ export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec
   const flags = new Map<string, string[]>();
   const positionals: string[] = [];
   let rest: string[] = [];
+  const order: Array<[string, string]> = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--') {
@@ -54,8 +57,9 @@ export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec
     if (list.length > 0 && !def.repeat) throw usageError(`flag --${name} may be given only once`);
     list.push(value);
     flags.set(name, list);
+    order.push([name, value]);
   }
-  return { flags, positionals, rest };
+  return { flags, positionals, rest, order };
 }
 
 export function flag(args: ParsedArgs, name: string): string | undefined {

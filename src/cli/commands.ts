@@ -10,6 +10,7 @@ import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
 import type { FusionClient } from './client.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from './args.js';
+import { sourcesFrom } from './sources.js';
 
 export interface Io {
   stdout: (text: string) => void;
@@ -52,7 +53,7 @@ function toolWorkflow(tool: string | undefined): Workflow {
 /** Builds the tool arguments from `--input` or from the flags. */
 export function toolArguments(workflow: Workflow, args: ParsedArgs, io: Io): unknown {
   const input = flag(args, 'input');
-  const fromFlags = ['objective', 'background', 'deliverable', 'scope', 'constraint', 'source'].some((f) => has(args, f));
+  const fromFlags = ['objective', 'background', 'deliverable', 'scope', 'constraint', 'source', 'purpose'].some((f) => has(args, f));
   if (input !== undefined) {
     if (fromFlags) throw usageError('use either --input or the --objective/--background/… flags, not both');
     return readJsonSource(input, io, '--input');
@@ -64,13 +65,8 @@ export function toolArguments(workflow: Workflow, args: ParsedArgs, io: Io): unk
   };
   if (has(args, 'scope')) out.scope = flagAll(args, 'scope');
   if (has(args, 'constraint')) out.constraints = flagAll(args, 'constraint');
-  if (workflow === 'research') {
-    out.sources = flagAll(args, 'source').map((s) => {
-      const eq = s.indexOf('=');
-      if (eq <= 0) throw usageError(`--source must be URL=PURPOSE, got ${JSON.stringify(s)}`);
-      return { url: s.slice(0, eq), purpose: s.slice(eq + 1) };
-    });
-  } else if (has(args, 'source')) throw usageError('--source is only for fusion research');
+  if (workflow === 'research') out.sources = sourcesFrom(args.order);
+  else if (has(args, 'source') || has(args, 'purpose')) throw usageError('--source and --purpose are only for fusion research');
   for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
   return out;
 }
@@ -95,6 +91,9 @@ export function printResult(result: Record<string, unknown>, io: Io, json: boole
   if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
   else if (answer.present) {
     io.stderr(`${answer.header ?? ''}${result.engine ? ` Engine: ${String(result.engine)}.` : ''}\n`);
+    // "verified" is the digests; the content's own check is the citations line.
+    const citations = result.citations as { checked: number; confirmed: number; unconfirmed: unknown[] } | undefined;
+    if (citations !== undefined) io.stderr(`Citations: ${citations.checked} checked, ${citations.confirmed} confirmed, ${citations.unconfirmed.length} unconfirmed.\n`);
     if (answer.text !== undefined) io.stdout(answer.text.endsWith('\n') ? answer.text : `${answer.text}\n`);
     else io.stdout(`Answer stored at ${String(answer.path)} (delivery: artifact)\n`);
   } else if (status === 'running') {

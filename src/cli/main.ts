@@ -12,13 +12,17 @@ import { DELIVERY_MODES } from '../contracts/api.js';
 import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
 import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
-import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, FETCH_USAGE } from './fetch-command.js';
+import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
 import { FusionClient } from './client.js';
 import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
+import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
+import { normalizeToolInput } from '../contracts/tool-input.js';
+import { isTaskState } from '../tasks/state-machine.js';
+import { statSync } from 'node:fs';
 
 const COMMON: Record<string, FlagSpec> = { socket: { value: true }, data: { value: true }, json: {}, help: {} };
 const DAEMON_FLAGS: Record<string, FlagSpec> = {
@@ -41,37 +45,12 @@ const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   scope: { value: true, repeat: true },
   constraint: { value: true, repeat: true },
   source: { value: true, repeat: true },
+  purpose: { value: true, repeat: true },
   input: { value: true },
   repo: { value: true },
   wait: {},
 };
 
-export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a blind evaluator, a merger) with a sealed audit
-
-Usage:
-  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L]
-                [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
-  fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
-                     [--repo DIR] [--sandbox B] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
-                     [--wait] [--json]
-  fusion research    (same flags, plus --source URL=PURPOSE…) [--wait] [--json]
-  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--json]
-  fusion result ID [--delivery auto|inline|artifact] [--json]
-  fusion wait ID [--timeout SECONDS] [--json]
-  fusion cancel ID [--json]
-  fusion validate fusion_investigate|fusion_research [FILE|-]
-  fusion models check [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S] [--json]
-  fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
-                                     run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
-
-Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
-anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
-Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
-FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL.
-Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
-fetch: 3 refused by policy, 4 other fetch failure.
-`;
 
 function processIo(): Io {
   return {
@@ -81,9 +60,14 @@ function processIo(): Io {
   };
 }
 
+/** Task ids are `<workflow>-<32 hex>`: anything else is an input error before any daemon is asked. */
+const TASK_ID = /^(?:investigate|research)-[0-9a-f]{32}$/u;
+
 function idArg(args: ParsedArgs, command: string): string {
   const id = args.positionals[0];
   if (!id) throw usageError(`${command} needs a task id`);
+  if (!TASK_ID.test(id)) throw usageError(`${JSON.stringify(id)} is not a task id (expected investigate-… or research-… followed by 32 hex digits)`);
+  if (args.positionals.length > 1) throw usageError(`${command} takes one task id, got ${args.positionals.length} arguments`);
   return encodeURIComponent(id);
 }
 
@@ -112,13 +96,19 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     ...(flag(args, 'sandbox') ? { sandbox: flag(args, 'sandbox') } : {}),
     ...(Object.keys(modelFlags).length > 0 ? { models: modelFlags } : {}),
   };
-  const body = {
-    arguments: toolArguments(workflow, args, io),
-    repo: resolvePath(flag(args, 'repo') ?? process.cwd()),
-    ...(Object.keys(options).length > 0 ? { options } : {}),
-  };
+  // Everything that can be checked here is checked before any daemon is contacted: a bad input
+  // is an input error (exit 2) whether or not a daemon runs.
   const sandbox = flag(args, 'sandbox');
   if (sandbox && !(SANDBOX_CHOICES as readonly string[]).includes(sandbox)) throw usageError(`--sandbox must be one of ${SANDBOX_CHOICES.join(', ')}`);
+  const toolArgs = toolArguments(workflow, args, io);
+  normalizeToolInput(workflow, toolArgs);
+  const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
+  if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
+  const body = {
+    arguments: toolArgs,
+    repo,
+    ...(Object.keys(options).length > 0 ? { options } : {}),
+  };
   const json = has(args, 'json');
   let client = new FusionClient(resolveSocket(args, env));
   let embedded: Daemon | undefined;
@@ -149,8 +139,18 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   }
 }
 
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 /** `fusion mcp`: an MCP stdio server for local agents; starts an embedded daemon when none answers. */
 async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
+  const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
+  if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
   let client = new FusionClient(resolveSocket(args, env));
   let embedded: Daemon | undefined;
   if (!(await client.ping())) {
@@ -160,7 +160,7 @@ async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
     client = new FusionClient(embedded.socketPath);
   }
   try {
-    await serveMcp({ client, repo: resolvePath(flag(args, 'repo') ?? process.cwd()), version: packageVersion(), input: process.stdin, output: process.stdout });
+    await serveMcp({ client, repo, version: packageVersion(), input: process.stdin, output: process.stdout });
   } finally {
     await embedded?.close();
   }
@@ -169,9 +169,23 @@ async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
 
 export async function runCli(argv: readonly string[], env: Env, io: Io): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+  if (command === undefined || command === '--help' || command === '-h') {
     io.stdout(HELP);
     return command === undefined ? 2 : 0;
+  }
+  if (command === 'help') {
+    const topic = rest[0];
+    if (topic === undefined) io.stdout(HELP);
+    else if (COMMAND_HELP[topic] !== undefined) io.stdout(COMMAND_HELP[topic]);
+    else throw usageError(`no help for unknown command ${JSON.stringify(topic)}; see 'fusion help'`);
+    return 0;
+  }
+  // `fusion COMMAND --help` prints that command's help and starts nothing.
+  if (wantsHelp(rest)) {
+    const text = COMMAND_HELP[command];
+    if (text === undefined) throw usageError(`unknown command ${JSON.stringify(command)}; see 'fusion help'`);
+    io.stdout(text);
+    return 0;
   }
   const client = (args: ParsedArgs): FusionClient => new FusionClient(resolveSocket(args, env));
   switch (command) {
@@ -203,8 +217,12 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'tasks': {
       const args = parseArgs(rest, { ...COMMON, state: { value: true }, limit: { value: true } });
       const q = new URLSearchParams();
-      if (flag(args, 'state')) q.set('state', flag(args, 'state')!);
-      if (flag(args, 'limit')) q.set('limit', flag(args, 'limit')!);
+      const state = flag(args, 'state');
+      const limit = flag(args, 'limit');
+      if (state !== undefined && !isTaskState(state)) throw usageError(`state must be a task state, got ${JSON.stringify(state)}`);
+      if (limit !== undefined && !/^\d+$/u.test(limit)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
+      if (state !== undefined) q.set('state', state);
+      if (limit !== undefined) q.set('limit', limit);
       const reply = (await client(args).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>> };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else for (const t of reply.tasks) printTask(t, io, false);
@@ -220,7 +238,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'wait': {
       const args = parseArgs(rest, { ...COMMON, timeout: { value: true } });
       const seconds = Number(flag(args, 'timeout') ?? '600');
-      if (!Number.isFinite(seconds) || seconds < 0) throw usageError('--timeout must be a number of seconds');
+      if (!Number.isFinite(seconds) || seconds < 0 || seconds > 600) throw usageError('--timeout must be a number of seconds from 0 to 600');
       const reply = (await client(args).call('GET', `/v1/tasks/${idArg(args, 'wait')}/wait?timeoutMs=${Math.round(seconds * 1000)}`)) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);

@@ -9,7 +9,8 @@ export const SCHEMA_NS = 'fusion.';
 export const SCHEMA = {
   fusionInput: `${SCHEMA_NS}fusion-input.v1`,
   blindCandidates: `${SCHEMA_NS}fusion-blind-candidates.v1`,
-  mergeInput: `${SCHEMA_NS}fusion-merge-input.v1`,
+  /** v2: v1 plus `citation_checks` (the mechanical check of every citation, per candidate id). */
+  mergeInput: `${SCHEMA_NS}fusion-merge-input.v2`,
   evaluation: `${SCHEMA_NS}fusion-evaluation.v1`,
   toolCall: `${SCHEMA_NS}fusion-tool-call.v1`,
   toolCallSeal: `${SCHEMA_NS}fusion-tool-call-seal.v1`,
@@ -49,3 +50,10 @@ export const INLINE_LIMIT_BYTES = 49_152;
 
 export const CANDIDATE_TOOLS = ['read', 'grep', 'find', 'ls'] as const;
 export const RESEARCH_FETCH_TOOL = 'fusion_web_fetch';
+
+/**
+ * The tool-call log's event kind for a call the agent refused without running anything: a tool
+ * name it does not offer, or arguments that are not a JSON object. It sits in the log's
+ * `tool_name` field, is always allowlisted and always has status `error`.
+ */
+export const REJECTED_CALL_EVENT = 'fusion_rejected_call';

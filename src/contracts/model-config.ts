@@ -3,7 +3,8 @@
  * as a `PROVIDER:MODEL[@BASE_URL]` spec string or a full model config object.
  *
  *   { "candidates": [M, M, M] | M,   // one model = self-fusion (three independent runs of it)
- *     "evaluator": M, "merger": M }
+ *     "evaluator": M, "merger": M,
+ *     "budgets": { "candidate"?: N, "evaluator"?: N, "repair"?: N, "merger"?: N } }  // optional, tokens
  *
  * Credentials are never written here: only the NAME of an environment variable (`apiKeyEnv`) or
  * the path of a 0600 key file (`apiKeyFile`). Prices are per token, in whatever currency the
@@ -50,6 +51,8 @@ export const ModelConfigObjectSchema = z
     pricePerInputToken: z.number().min(0).max(1, PER_TOKEN).optional(),
     pricePerOutputToken: z.number().min(0).max(1, PER_TOKEN).optional(),
     maxAttempts: z.number().int().min(1).max(10).optional(),
+    /** The model's context window in tokens: the prompt budgets of the stages it serves derive from it. */
+    contextWindowTokens: z.number().int().min(1_000).max(100_000_000).optional(),
   })
   .strict()
   .superRefine((value, ctx) => {
@@ -65,6 +68,12 @@ export const ModelConfigObjectSchema = z
 
 export const ModelConfigEntrySchema = z.union([z.string().trim().min(1, 'must not be blank'), ModelConfigObjectSchema]);
 
+const budgetTokens = z.number().int().min(1_000, 'must be at least 1000 tokens').max(100_000_000);
+
+export const StageBudgetsSchema = z
+  .object({ candidate: budgetTokens.optional(), evaluator: budgetTokens.optional(), repair: budgetTokens.optional(), merger: budgetTokens.optional() })
+  .strict();
+
 export const RosterConfigSchema = z
   .object({
     candidates: z.union([ModelConfigEntrySchema, z.array(ModelConfigEntrySchema)]).superRefine((value, ctx) => {
@@ -74,6 +83,8 @@ export const RosterConfigSchema = z
     }),
     evaluator: ModelConfigEntrySchema,
     merger: ModelConfigEntrySchema,
+    /** Prompt budget per stage in tokens; wins over a budget derived from a context window. */
+    budgets: StageBudgetsSchema.optional(),
   })
   .strict();
 
@@ -92,6 +103,7 @@ export const ModelOverridesSchema = z
 export type ModelConfigObject = z.infer<typeof ModelConfigObjectSchema>;
 export type ModelConfigEntry = z.infer<typeof ModelConfigEntrySchema>;
 export type RosterConfig = z.infer<typeof RosterConfigSchema>;
+export type StageBudgets = z.infer<typeof StageBudgetsSchema>;
 export type ModelOverrides = z.infer<typeof ModelOverridesSchema>;
 
 export interface ModelPrices {

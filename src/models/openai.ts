@@ -7,9 +7,10 @@
  * - missing or duplicate tool-call ids (synthesised `call_<turn>_<i>`, deterministic, so a
  *   replayed turn gets the same ids);
  * - a tool call printed as text (`<tool_call>{"name":…,"arguments":…}</tool_call>`, or content
- *   that is exactly one JSON object / array of `{name, arguments|parameters}`), accepted only
- *   when tools were offered, every name is an offered tool and every part parses; otherwise the
- *   text stays text;
+ *   that is exactly one JSON object / array of `{name, arguments|parameters}`), read as tool
+ *   calls when tools were offered, even when a name is not an offered tool or the arguments do
+ *   not parse: the agent then answers that call with an error result and the model can correct
+ *   itself, instead of its tool call becoming its final answer;
  * - `content` as an array of text parts, a leading `<think>…</think>` block (dropped);
  * - `finish_reason` variants, legacy `function_call`, missing usage (estimated).
  * `message.refusal` and `finish_reason: content_filter` map to stopReason `refusal`.
@@ -103,25 +104,25 @@ interface TextCall {
   arguments: string;
 }
 
-/** One `{name, arguments|parameters}` object naming an offered tool, or null. */
-function textCall(value: unknown, offered: ReadonlySet<string>): TextCall | null {
+/** The name given to a `<tool_call>` block whose content does not even parse. */
+export const UNPARSED_TOOL_CALL = 'unparsed_tool_call';
+
+/**
+ * One `{name, arguments|parameters}` object, or null when the object is not a tool call. The
+ * name need not be an offered tool and string arguments need not parse: the agent rejects such
+ * a call with an error result the model can act on.
+ */
+function textCall(value: unknown): TextCall | null {
   if (!isObject(value)) return null;
   const fn = isObject(value.function) && value.type === 'function' ? value.function : value;
   const name = fn.name;
-  if (typeof name !== 'string' || !offered.has(name)) return null;
+  if (typeof name !== 'string' || name.trim() === '') return null;
   const allowed = new Set(['name', 'arguments', 'parameters', 'type', 'id', 'function']);
   if (Object.keys(value).some((k) => !allowed.has(k))) return null;
   const args = 'arguments' in fn ? fn.arguments : fn.parameters;
-  if (typeof args === 'string') {
-    try {
-      if (!isObject(JSON.parse(args))) return null;
-    } catch {
-      return null;
-    }
-    return { name, arguments: args };
-  }
+  if (typeof args === 'string') return { name, arguments: args };
   if (args === undefined) return { name, arguments: '{}' };
-  return isObject(args) ? { name, arguments: JSON.stringify(args) } : null;
+  return { name, arguments: JSON.stringify(args) };
 }
 
 function parseJson(text: string): unknown {
@@ -133,8 +134,10 @@ function parseJson(text: string): unknown {
 }
 
 /**
- * Tool calls a model printed as text. Returns null (leave the text alone) unless every
- * candidate part parses and names an offered tool.
+ * Tool calls a model printed as text, when tools were offered. `<tool_call>` blocks are always
+ * calls (one that does not parse becomes a call of \`unparsed_tool_call\` carrying its text);
+ * bare JSON is a call only when it is nothing but `{name, arguments|parameters}` objects, each
+ * carrying its arguments explicitly.
  */
 export function toolCallsFromText(content: string, offered: ReadonlySet<string>): { content: string; calls: TextCall[] } | null {
   if (offered.size === 0) return null;
@@ -144,9 +147,8 @@ export function toolCallsFromText(content: string, offered: ReadonlySet<string>)
     let rest = '';
     let last = 0;
     for (let m = tag.exec(content); m !== null; m = tag.exec(content)) {
-      const call = textCall(parseJson(m[1]!.trim()), offered);
-      if (call === null) return null;
-      calls.push(call);
+      const raw = m[1]!.trim();
+      calls.push(textCall(parseJson(raw)) ?? { name: UNPARSED_TOOL_CALL, arguments: raw.slice(0, 4096) });
       rest += content.slice(last, m.index);
       last = m.index + m[0].length;
     }
@@ -158,7 +160,7 @@ export function toolCallsFromText(content: string, offered: ReadonlySet<string>)
   const parsed = parseJson(trimmed);
   const items = Array.isArray(parsed) ? parsed : [parsed];
   if (items.length === 0) return null;
-  const calls = items.map((item) => textCall(item, offered));
+  const calls = items.map((item) => textCall(item));
   if (calls.some((c) => c === null)) return null;
   // A bare object must carry its arguments explicitly: `{"name":"read"}` alone stays text.
   if (items.some((item) => isObject(item) && !('arguments' in item) && !('parameters' in item) && !isObject(item.function))) return null;

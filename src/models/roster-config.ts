@@ -27,9 +27,11 @@ import {
   type ModelPrices,
   type ModelProviderName,
   type RemoteProviderName,
+  type StageBudgets,
 } from '../contracts/model-config.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { BUDGET_STAGES, DEFAULT_BUDGET_CONFIG, budgetSetting, type BudgetConfig, type BudgetStage } from '../tasks/budget.js';
 import { fixedRoster, type Roster } from '../workflow/roster.js';
 import { createAnthropicProvider } from './anthropic.js';
 import { createBuiltinProvider, type BuiltinStrategy } from './builtin/index.js';
@@ -62,6 +64,7 @@ export interface ResolvedModel {
   timeoutMs: number;
   maxAttempts: number;
   maxOutputTokens?: number;
+  contextWindowTokens?: number;
   prices: ModelPrices;
 }
 
@@ -75,6 +78,8 @@ export interface RosterDescription {
 
 export interface LoadedRoster {
   roster: Roster;
+  /** Prompt budgets per stage for tasks served by this roster, each naming its setting. */
+  budget: BudgetConfig;
   /** Per-role descriptions, safe to log and show (no key, only where it comes from). */
   describe(): RosterDescription;
 }
@@ -106,7 +111,40 @@ export interface LoadRosterOptions extends Omit<LoadRosterConfigOptions, 'adminO
   trustOverrides?: boolean;
 }
 
-type Roles = { candidates: [ResolvedModel, ResolvedModel, ResolvedModel]; evaluator: ResolvedModel; merger: ResolvedModel };
+type Roles = { candidates: [ResolvedModel, ResolvedModel, ResolvedModel]; evaluator: ResolvedModel; merger: ResolvedModel; budgets?: StageBudgets };
+
+/** Output tokens kept free in a context window when no maxOutputTokens is configured. */
+const DEFAULT_OUTPUT_RESERVE_TOKENS = MODEL_DEFAULTS.anthropicMaxOutputTokens;
+
+/**
+ * Each stage's prompt budget: the models file's `budgets.<stage>`, else the smallest context
+ * window of the models serving it (minus their output reservation), else the default. Each
+ * comes with the setting that changes it, which every budget error names.
+ */
+export function stageBudgets(models: { candidates: readonly ResolvedModel[]; evaluator: ResolvedModel; merger: ResolvedModel }, budgets: StageBudgets | undefined): BudgetConfig {
+  const serving: Record<BudgetStage, { models: readonly ResolvedModel[]; label: string }> = {
+    candidate: { models: models.candidates, label: 'the candidate models' },
+    evaluator: { models: [models.evaluator], label: 'the evaluator model' },
+    repair: { models: [models.evaluator], label: 'the evaluator model' },
+    merger: { models: [models.merger], label: 'the merger model' },
+  };
+  const stageBudgetTokens = { ...DEFAULT_BUDGET_CONFIG.stageBudgetTokens };
+  const settings: Partial<Record<BudgetStage, string>> = {};
+  for (const stage of BUDGET_STAGES) {
+    const explicit = budgets?.[stage];
+    const windows = serving[stage].models.filter((m) => m.contextWindowTokens !== undefined).map((m) => (m.contextWindowTokens as number) - (m.maxOutputTokens ?? DEFAULT_OUTPUT_RESERVE_TOKENS));
+    if (explicit !== undefined) {
+      stageBudgetTokens[stage] = explicit;
+      settings[stage] = `"budgets.${stage}" in the models file (now ${explicit} tokens)`;
+    } else if (windows.length > 0) {
+      stageBudgetTokens[stage] = Math.max(1_000, Math.min(...windows));
+      settings[stage] = `"budgets.${stage}" in the models file, or a larger "contextWindowTokens" of ${serving[stage].label} (the budget now derives from it)`;
+    } else {
+      settings[stage] = budgetSetting(stage);
+    }
+  }
+  return { ...DEFAULT_BUDGET_CONFIG, stageBudgetTokens, settings };
+}
 
 const BUILTIN_DEFAULT: Roles = (() => {
   const b = (model: BuiltinStrategy): ResolvedModel => ({ provider: 'builtin', model, timeoutMs: MODEL_DEFAULTS.timeoutMs, maxAttempts: 1, prices: {} });
@@ -134,6 +172,7 @@ function resolveEntry(entry: ModelConfigEntry, path: string, issues: string[]): 
     timeoutMs: entry.timeoutMs ?? MODEL_DEFAULTS.timeoutMs,
     maxAttempts: entry.maxAttempts ?? MODEL_DEFAULTS.maxAttempts,
     ...(entry.maxOutputTokens === undefined ? {} : { maxOutputTokens: entry.maxOutputTokens }),
+    ...(entry.contextWindowTokens === undefined ? {} : { contextWindowTokens: entry.contextWindowTokens }),
     prices,
   };
   if (entry.provider === 'builtin') {
@@ -226,7 +265,7 @@ function parseRosterFile(file: string): Roles {
   if (issues.length > 0) throw fail(issues);
   const c = cands as ResolvedModel[];
   const three: Roles['candidates'] = c.length === 1 ? [c[0]!, c[0]!, c[0]!] : [c[0]!, c[1]!, c[2]!];
-  return { candidates: three, evaluator: evaluator!, merger: merger! };
+  return { candidates: three, evaluator: evaluator!, merger: merger!, ...(parsed.data.budgets === undefined ? {} : { budgets: parsed.data.budgets }) };
 }
 
 function checkCandidateCount(cand: readonly string[] | undefined): void {
@@ -253,6 +292,7 @@ function applyAdminOverrides(roles: Roles, overrides: RosterOverrides | undefine
     candidates,
     evaluator: one(overrides.evaluator, 'evaluator model', roles.evaluator),
     merger: one(overrides.merger, 'merger model', roles.merger),
+    ...(roles.budgets === undefined ? {} : { budgets: roles.budgets }),
   };
   if (issues.length > 0) throw new FusionError('invalid_input', issues.join('; '), { details: { issues } });
   return result;
@@ -316,6 +356,7 @@ export function loadRosterConfig(options: LoadRosterConfigOptions): RosterSource
 
   const assemble = (slots: Array<{ model: ResolvedModel; credential: Credential | undefined }>, selfFusion: boolean, label: string): LoadedRoster => {
     const built = slots.map((s) => provider(s.model, s.credential));
+    const budget = stageBudgets({ candidates: slots.slice(0, 3).map((s) => s.model), evaluator: slots[3]!.model, merger: slots[4]!.model }, roles.budgets);
     const [c1, c2, c3, ev, mg] = built as [ConfiguredProvider, ConfiguredProvider, ConfiguredProvider, ConfiguredProvider, ConfiguredProvider];
     const roster = Object.freeze(fixedRoster([c1, c2, c3], ev, mg));
     const description: RosterDescription = {
@@ -325,7 +366,7 @@ export function loadRosterConfig(options: LoadRosterConfigOptions): RosterSource
       evaluator: ev.describe(),
       merger: mg.describe(),
     };
-    return { roster, describe: () => structuredClone(description) };
+    return { roster, budget, describe: () => structuredClone(description) };
   };
 
   const isSelf = (c: Roles['candidates']): boolean => c[0] === c[1] && c[1] === c[2];

@@ -26,7 +26,14 @@ export interface BgResult {
     | { present: true; bytes: number; sha256: string; verified: true; header: string; text?: string; path?: string };
   error?: { code: string; message: string; state: string } | null;
   engine?: string;
+  /** The supervisor's check of every citation in the delivered answer. */
+  citations?: unknown;
   usage?: unknown;
+}
+
+/** Usage is attached to the first retrieval of a terminal task, whatever its end: every call was paid for. */
+async function firstUsage(store: Store, task: TaskRecord): Promise<unknown> {
+  return task.usage !== null && (await store.claimUsageDelivery(task.id)) ? (JSON.parse(task.usage) as unknown) : undefined;
 }
 
 function sha256(buf: Buffer | string): string {
@@ -61,7 +68,8 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
   }
   if (task.state !== 'completed') {
-    return { ...base, delivery: 'none', answer: { present: false, reason: 'run_did_not_commit' }, error: task.error };
+    const usage = await firstUsage(store, task);
+    return { ...base, delivery: 'none', answer: { present: false, reason: 'run_did_not_commit' }, error: task.error, ...(usage === undefined ? {} : { usage }) };
   }
   const result = await store.getResult(task.id);
   if (!result) throw invalid('the task is completed but no result row exists');
@@ -73,7 +81,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
   if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
     throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
   }
-  const metadata = JSON.parse(result.metadata) as { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string };
+  const metadata = JSON.parse(result.metadata) as { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown };
   if (metadata.answer_sha256 !== undefined && metadata.answer_sha256 !== answerSha) throw invalid('metadata names a different answer digest');
   for (const a of metadata.attempts ?? []) {
     const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
@@ -90,7 +98,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     );
   }
   const inline = delivery === 'inline' || (delivery === 'auto' && fits);
-  const usage = task.usage !== null && (await store.claimUsageDelivery(task.id)) ? (JSON.parse(task.usage) as unknown) : undefined;
+  const usage = await firstUsage(store, task);
   return {
     ...base,
     delivery: inline ? 'inline' : 'artifact',
@@ -98,6 +106,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
       ? { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, text: answer.toString('utf8') }
       : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: result.answerPath },
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
+    ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
     ...(usage === undefined ? {} : { usage }),
   };
 }

@@ -36,8 +36,8 @@ export interface TaskServiceDeps {
   budget?: BudgetConfig;
   /** How many times restart recovery may resume one task before failing it. */
   maxResumes?: number;
-  /** Extra validation of the task options (model overrides); throws invalid_input. */
-  preflightOptions?: (options: TaskOptions) => void;
+  /** Extra validation of the task options (model overrides; throws invalid_input), returning the prompt budgets of the roster that will serve the task. */
+  preflightOptions?: (options: TaskOptions) => BudgetConfig | undefined;
   /** How long cancel waits for the task's sandboxes to be gone. */
   cancelSettleMs?: number;
 }
@@ -73,11 +73,12 @@ export class TaskService {
     // 1. Everything that can reject the request, before anything exists.
     const args = normalizeToolInput(req.workflow, req.arguments);
     const repoDir = validateRepoDir(req.repo, dirname(this.deps.tasksDir));
-    this.deps.preflightOptions?.(req.options ?? {});
+    // The roster serving this task also sets its prompt budgets (models file, context windows).
+    const budget = this.deps.preflightOptions?.(req.options ?? {}) ?? this.deps.budget;
     const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
     const canonicalText = canonicalJson(canonicalInput);
     const canonicalSha = sha256Hex(canonicalText);
-    const plan = planBudget(Buffer.byteLength(canonicalText), this.deps.budget);
+    const plan = planBudget(Buffer.byteLength(canonicalText), budget);
     assertForecastWithinBudget(plan);
 
     // 2. Durable preflight: one committed SQLite transaction holds the task row with its
@@ -131,6 +132,8 @@ export class TaskService {
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
         await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
+        // The stopped run has recorded the usage of every model call it made: return it too.
+        return (await this.deps.store.getTask(taskId)) ?? moved;
       }
       return moved;
     }

@@ -176,7 +176,6 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     // The log and the answer must be what crossed the broker, not what the child says happened.
     crossCheckConversation(verified.records, broker.records);
     checkAnswerProvenance(answer, broker.records);
-    run.usage.push(usageEntry(stage, provider, broker.usage));
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
     run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
@@ -192,6 +191,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   } finally {
     if (handle) await handle.kill().catch(() => undefined);
     await broker.close().catch(() => undefined);
+    // Every model call this attempt made was paid for, whether the attempt succeeded or not.
+    if (broker.usage.requests > 0) run.usage.push(usageEntry(stage, provider, broker.usage));
     staging.remove();
     await store.finishAttempt(run.task.id, stage, rec.attempt, {
       status: outcome,

@@ -372,3 +372,83 @@ export function summarizeChecks(checks: readonly { status: string }[]): Record<s
   for (const check of checks) summary[check.status] = (summary[check.status] ?? 0) + 1;
   return summary;
 }
+
+/** One citation of a delivered answer that its check could not confirm. */
+export interface UnconfirmedCitation {
+  kind: 'repository' | 'web';
+  /** `path:line` as written, or the URL. */
+  citation: string;
+  status: CitationStatus | UrlCheckStatus;
+  quoted?: string;
+}
+
+/** What the supervisor reports about the citations of the answer it delivers. */
+export interface DeliveredCitations {
+  checked: number;
+  confirmed: number;
+  unconfirmed: UnconfirmedCitation[];
+}
+
+/**
+ * A check confirms a citation when the cited place exists as cited and its quote, if any, is
+ * there: a quoted line or passage must match; an unquoted `path:line` must exist; an unquoted
+ * URL must be a page this task fetched.
+ */
+export function isConfirmed(status: string): boolean {
+  return status === 'verified' || status === 'unquoted_verified_line' || status === 'unquoted';
+}
+
+/** Longest quote kept in an `unconfirmed` entry of the result. */
+const MAX_REPORTED_QUOTE_CHARS = 300;
+
+/**
+ * Checks every citation of the final answer (repository lines against the repository; for
+ * research, web quotes against the pages fetched in this task) with the same parser and rules
+ * as the candidate checks.
+ */
+export async function checkDeliveredCitations(
+  repoDir: string,
+  answer: string,
+  fetched: ReadonlyArray<FetchedPage> | null,
+  options: { worldReadableOnly?: boolean } = {},
+): Promise<DeliveredCitations> {
+  const repo = await checkCitations(repoDir, answer, options);
+  const web = fetched === null ? [] : checkUrlCitations(answer, fetched);
+  const unconfirmed: UnconfirmedCitation[] = [];
+  const add = (kind: UnconfirmedCitation['kind'], citation: string, status: UnconfirmedCitation['status'], quoted: string | undefined): void => {
+    if (isConfirmed(status)) return;
+    const entry: UnconfirmedCitation = { kind, citation, status };
+    if (quoted !== undefined) entry.quoted = quoted.length <= MAX_REPORTED_QUOTE_CHARS ? quoted : `${quoted.slice(0, MAX_REPORTED_QUOTE_CHARS - 1)}…`;
+    unconfirmed.push(entry);
+  };
+  for (const c of repo) add('repository', c.citation, c.status, c.quoted);
+  for (const u of web) add('web', u.url, u.status, u.quoted);
+  const checked = repo.length + web.length;
+  return { checked, confirmed: checked - unconfirmed.length, unconfirmed };
+}
+
+/** Human wording of a check's status, e.g. "quotes text that does not match the file". */
+export function describeStatus(status: string): string {
+  switch (status) {
+    case 'verified':
+      return 'verified';
+    case 'unquoted_verified_line':
+      return 'exists but is not quoted';
+    case 'missing_file':
+      return 'names a file that does not exist';
+    case 'missing_line':
+      return 'points past the end of the file';
+    case 'quote_mismatch':
+      return 'quotes text that does not match the file';
+    case 'outside_repo':
+      return 'points outside the repository';
+    case 'not_fetched':
+      return 'cites a page that was not fetched';
+    case 'quote_not_found':
+      return 'quotes text not found on the fetched page';
+    case 'unquoted':
+      return 'cites the page without quoting it';
+    default:
+      return status === '' ? 'could not be checked' : `failed its check (${status})`;
+  }
+}

@@ -17,7 +17,7 @@ import { taskPaths } from '../tasks/paths.js';
 import { mkdirDurable, writeFileDurable } from '../tasks/durable-fs.js';
 import type { TaskState } from '../tasks/state-machine.js';
 import { anonymize } from './anonymize.js';
-import { checkCitations, checkUrlCitations } from './citations.js';
+import { checkCitations, checkDeliveredCitations, checkUrlCitations, describeStatus, type CitationCheck, type DeliveredCitations, type UrlCheck } from './citations.js';
 import { boundValidationErrors, buildRepairInput, repairFailedError, validateEvaluationText, type Evaluation } from './evaluation-schema.js';
 import { findFusionInternals } from './internals-check.js';
 import {
@@ -71,8 +71,24 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
       if (a.status === 'succeeded' && a.tarballPath && a.tarballSha256) run.attempts.push({ stage: a.stage, attempt: a.attempt, tarballPath: a.tarballPath, tarballSha256: a.tarballSha256 });
     }
   }
+  try {
+    await runStages(deps, ctx, run, models);
+  } catch (err) {
+    // Every model call so far was paid for: a failed or cancelled run keeps its usage (the task
+    // may already be terminal, e.g. cancelled, so this writes the column, not a transition).
+    if (run.usage.length > 0) await control.store.saveUsage(task.id, usageJson(run.usage)).catch((e: unknown) => run.log.warn({ err: e }, 'could not save the usage of a stopped run'));
+    throw err;
+  }
+}
+
+function usageJson(entries: RunState['usage']): string {
+  return canonicalJson({ entries, totals: totals(entries) });
+}
+
+async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState, models: ReturnType<WorkflowDeps['rosterFor']>): Promise<void> {
+  const { task, control } = ctx;
   const state: TaskState = task.state;
-  const usagePatch = (): { usage: string } => ({ usage: canonicalJson({ entries: run.usage, totals: totals(run.usage) }) });
+  const usagePatch = (): { usage: string } => ({ usage: usageJson(run.usage) });
 
   // Stage 1: candidates.
   let candidates: CandidateAnswer[];
@@ -108,16 +124,8 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
   } else {
     if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
     if ((await control.store.getTask(task.id))?.state === 'candidates_complete') await control.transition('evaluating');
-    // Ground truth for the evaluator, for any engine: every path:line citation checked against the repository.
-    const citationChecks = Object.fromEntries(
-      await Promise.all(
-        blindCandidates.map(async (c) => {
-          const repoChecks: unknown[] = await checkCitations(task.repoDir, c.response, { worldReadableOnly: deps.sandboxOwner !== null });
-          const urlChecks = run.canonicalInput.workflow === 'research' ? checkUrlCitations(c.response, run.fetched) : [];
-          return [c.candidate_id, [...repoChecks, ...urlChecks]] as const;
-        }),
-      ),
-    );
+    // Ground truth for the evaluator, for any engine: every citation checked mechanically.
+    const citationChecks = await candidateChecks(deps, run, blindCandidates);
     const blindInput = { schema_version: SCHEMA.blindCandidates, canonical_input: run.canonicalInput, candidates: blindCandidates, citation_checks: citationChecks };
     evaluation = await evaluate(deps, run, blindInput);
     await control.store.saveCheckpoint(task.id, CK.evaluation, canonicalJson(evaluation));
@@ -127,7 +135,10 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
   // Stage 3: merge.
   if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
   if ((await control.store.getTask(task.id))?.state === 'evaluation_complete') await control.transition('merging');
-  const mergeInput = { schema_version: SCHEMA.mergeInput, canonical_input: run.canonicalInput, candidates: blindCandidates, evaluation };
+  // The merger sees the same mechanical checks (without the file text), so it can keep only the
+  // quotes that were confirmed, passage by passage.
+  const mergeChecks = Object.fromEntries(Object.entries(await candidateChecks(deps, run, blindCandidates)).map(([id, checks]) => [id, checks.map(withoutActual)]));
+  const mergeInput = { schema_version: SCHEMA.mergeInput, canonical_input: run.canonicalInput, candidates: blindCandidates, evaluation, citation_checks: mergeChecks };
   const mergeMessages = messages(mergerSystemPrompt(), mergerUserPrompt(mergeInput));
   assertMeasuredWithinBudget('merger', Buffer.byteLength(canonicalJson(mergeMessages)), run.plan);
   const merged = await runNoToolStage(deps, run, 'merger', mergeMessages, OUTPUT_CAPS.mergerBytes);
@@ -137,10 +148,14 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
   const internals = findFusionInternals(answer);
   if (internals.length > 0) throw new FusionError('merge_invalid', `merger answer mentions fusion internals: ${internals.slice(0, 5).join(', ')}`, { stage: 'merger' });
 
+  // The delivered answer is checked quote by quote, whoever wrote it; what could not be
+  // confirmed is reported in the result and said plainly in the text.
+  const citations = await checkDeliveredCitations(task.repoDir, answer, run.canonicalInput.workflow === 'research' ? run.fetched : null, { worldReadableOnly: deps.sandboxOwner !== null });
+
   // Commit: answer file + metadata, digests recorded in the same transaction as `completed`.
   const paths = taskPaths(deps.tasksDir, task.id);
   mkdirDurable(paths.resultDir, 0o700);
-  const answerText = `${answer}\n`;
+  const answerText = `${answer}${unconfirmedNotice(citations)}\n`;
   writeFileDurable(paths.answerFile, answerText);
   const answerSha = sha256Hex(answerText);
   const metadata = canonicalJson({
@@ -155,6 +170,7 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     answer_sha256: answerSha,
     answer_bytes: Buffer.byteLength(answerText),
     evaluation_sha256: sha256Hex(canonicalJson(evaluation)),
+    citations,
     anonymization: slots,
     attempts: run.attempts,
   });
@@ -191,6 +207,43 @@ async function evaluate(deps: WorkflowDeps, run: RunState, blindInput: Record<st
   const repaired = validateEvaluationText(second.text);
   if (repaired.ok) return repaired.evaluation;
   throw repairFailedError(repaired.errors);
+}
+
+type BlindCandidate = { candidate_id: Letter; response: string };
+
+/** Every citation of each anonymous answer, checked: repository lines always, web quotes in research. */
+async function candidateChecks(deps: WorkflowDeps, run: RunState, blind: readonly BlindCandidate[]): Promise<Record<string, Array<CitationCheck | UrlCheck>>> {
+  return Object.fromEntries(
+    await Promise.all(
+      blind.map(async (c) => {
+        const repoChecks = await checkCitations(run.task.repoDir, c.response, { worldReadableOnly: deps.sandboxOwner !== null });
+        const urlChecks = run.canonicalInput.workflow === 'research' ? checkUrlCitations(c.response, run.fetched) : [];
+        const checks: Array<CitationCheck | UrlCheck> = [...repoChecks, ...urlChecks];
+        return [c.candidate_id, checks] as const;
+      }),
+    ),
+  );
+}
+
+function withoutActual(check: CitationCheck | UrlCheck): CitationCheck | UrlCheck {
+  if (!('actual' in check)) return check;
+  const { actual: _actual, ...rest } = check;
+  return rest;
+}
+
+/** The closing section that names every citation of the answer its check could not confirm. */
+export function unconfirmedNotice(citations: DeliveredCitations): string {
+  if (citations.unconfirmed.length === 0) return '';
+  const lines = citations.unconfirmed.map((u) => `- \`${u.citation.replace(/`/g, '')}\` ${describeStatus(u.status)}`);
+  return [
+    '',
+    '',
+    '## Unconfirmed citations',
+    '',
+    `${citations.unconfirmed.length} of ${citations.checked} citations in this answer could not be confirmed against the repository${citations.unconfirmed.some((u) => u.kind === 'web') ? ' or the pages fetched for this request' : ''}; treat them as unverified:`,
+    '',
+    ...lines,
+  ].join('\n');
 }
 
 function answerOf(candidates: CandidateAnswer[], slot: number): string {

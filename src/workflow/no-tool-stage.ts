@@ -76,7 +76,6 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     }
     const text = readFileSync(answerFile, 'utf8');
     checkAnswerProvenance(text, broker.records);
-    run.usage.push(usageEntry(role, provider, broker.usage));
     run.attempts.push({ stage: role, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
     outcome = 'succeeded';
     return { text, attempt: rec.attempt, overCap: outputBytes(text) > capBytes };
@@ -89,6 +88,8 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     throw fe;
   } finally {
     await broker.close().catch(() => undefined);
+    // Every model call this attempt made was paid for, whether the attempt succeeded or not.
+    if (broker.usage.requests > 0) run.usage.push(usageEntry(role, provider, broker.usage));
     staging.remove();
     await store.finishAttempt(run.task.id, role, rec.attempt, {
       status: outcome,

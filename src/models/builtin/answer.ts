@@ -124,17 +124,11 @@ export interface CandidateAnswer {
   problems?: readonly string[];
 }
 
+/** The answer first (the most likely file and its key line, cited and quoted), then the evidence. */
 export function renderCandidateAnswer(a: CandidateAnswer): string {
   const { terms } = a;
   const findings = dedupeFindings(a.findings);
-  const out: string[] = [];
-  out.push(`Search terms: ${terms.length > 0 ? terms.map((t) => codeSpan(t.word)).join(', ') : '(none could be derived from the request)'}.`);
-  out.push(`Method: ${a.method}`);
-  out.push('', '## Findings', '');
-  if (findings.length === 0) out.push('No line in the repository matched the search terms.');
-  for (const f of findings) out.push(renderFinding(f, terms));
-
-  out.push('', '## Summary', '');
+  const out: string[] = ['## Summary', ''];
   const ranked = rankFiles(findings, terms);
   const best = ranked[0];
   if (best) {
@@ -144,8 +138,9 @@ export function renderCandidateAnswer(a: CandidateAnswer): string {
     out.push(
       `The most likely file is ${codeSpan(best.path)}: ${best.findings.length} cited ${best.findings.length === 1 ? 'line matches' : 'lines match'} ` +
         `${covered.length} of ${terms.length} search terms (${covered.map((t) => t.word).join(', ') || 'none'}).` +
-        (key ? ` The strongest evidence is line ${key.line}${def ? `, a definition${def.note ? ` (${def.note})` : ''}` : ''}.` : ''),
+        (key ? ` The strongest evidence is line ${key.line}${def ? `, a definition${def.note ? ` (${def.note})` : ''}` : ''}:` : ''),
     );
+    if (key) out.push('', `- ${codeSpan(citationOf(key))}`, `  > ${codeSpan(key.text.trim())}`);
     const others = ranked.slice(1, 4);
     if (others.length > 0) {
       out.push('', `Other files with evidence: ${others.map((o) => `${codeSpan(o.path)} (${o.findings.length} ${o.findings.length === 1 ? 'line' : 'lines'})`).join(', ')}.`);
@@ -153,6 +148,12 @@ export function renderCandidateAnswer(a: CandidateAnswer): string {
   } else {
     out.push('No file could be tied to the request with the available evidence.');
   }
+
+  out.push('', '## Findings', '');
+  out.push(`Search terms: ${terms.length > 0 ? terms.map((t) => codeSpan(t.word)).join(', ') : '(none could be derived from the request)'}.`);
+  out.push(`Method: ${a.method}`, '');
+  if (findings.length === 0) out.push('No line in the repository matched the search terms.');
+  for (const f of findings) out.push(renderFinding(f, terms));
 
   const found = new Set(findings.flatMap((f) => termsIn(f.text, terms)));
   const missing = terms.filter((t) => !found.has(t));
@@ -172,7 +173,7 @@ export function capBytes(text: string): number {
 
 /**
  * The compression turn: keep every finding (citation + quote lines), the first paragraph of the
- * summary and the "not verified" bullets; drop everything else; then drop findings from the end
+ * summary with its cited key line, and the "not verified" bullets; drop everything else; then drop findings from the end
  * until the answer fits the candidate cap.
  */
 export function compressAnswer(previous: string, capBytesLimit: number = OUTPUT_CAPS.candidateBytes): string {
@@ -197,8 +198,9 @@ export function compressAnswer(previous: string, capBytesLimit: number = OUTPUT_
   const kept = sections.map((sec) => {
     const h = sec.heading.toLowerCase();
     if (h.includes('summary')) {
+      // The answer's first sentence and its cited key line.
       const first = sec.lines.findIndex((l) => l.trim() !== '');
-      return { heading: sec.heading, lines: first < 0 ? [] : [sec.lines[first] as string] };
+      return { heading: sec.heading, lines: first < 0 ? [] : [sec.lines[first] as string, ...sec.lines.slice(first + 1).filter((l) => isBullet(l) || isQuote(l))] };
     }
     return { heading: sec.heading, lines: sec.lines.filter((l) => isBullet(l) || isQuote(l)) };
   });

@@ -6,6 +6,7 @@
  *     > `export function start() {`   its quote (code span on the next `>` line)
  *   - https://example.com/page …    a web citation, followed by `>` lines quoting the page
  */
+import { describeStatus, extractCitations, extractUrlCitations } from '../../workflow/citations.js';
 import { asArray, asRecord, asString } from './transcript.js';
 
 export interface CitedLine {
@@ -34,9 +35,9 @@ export interface PathCheck {
 export interface UrlCheck {
   url: string;
   status: string;
+  quoted?: string;
 }
 
-const PATH_LINE = /^([^\s`:][^\s`]*?):(\d+)(?:-\d+)?$/u;
 const URL = /https?:\/\/[^\s<>`"')\]]+/gu;
 
 /** CommonMark code spans of one line: a run of n backticks closes at the next run of exactly n. */
@@ -73,47 +74,27 @@ export function codeSpans(line: string): string[] {
   return out;
 }
 
-function quoteOf(line: string | undefined): string | null {
-  if (line === undefined) return null;
-  const m = /^\s*>\s?(.*)$/u.exec(line);
-  if (!m) return null;
-  const spans = codeSpans(m[1] as string);
-  return spans.length > 0 ? (spans[0] as string).trim() : (m[1] as string).trim();
-}
-
+/**
+ * Repository citations of an answer, read with the one citation parser the supervisor's checks
+ * use (so what this engine counts as cited is exactly what gets checked). `quote` is the first
+ * quoted line.
+ */
 export function parseCitedLines(text: string): CitedLine[] {
-  const lines = text.split('\n');
-  const out: CitedLine[] = [];
-  lines.forEach((line, i) => {
-    if (/^\s*>/u.test(line)) return;
-    const found = codeSpans(line)
-      .map((s) => PATH_LINE.exec(s.trim()))
-      .filter((m): m is RegExpExecArray => m !== null && !/^https?$/iu.test(m[1] as string));
-    for (const m of found) {
-      const path = m[1] as string;
-      const lineNo = Number(m[2]);
-      out.push({ citation: `${path}:${lineNo}`, path, line: lineNo, quote: found.length === 1 ? quoteOf(lines[i + 1]) : null });
-    }
+  return extractCitations(text).map((c) => {
+    const first = c.quoted?.split('\n')[0]?.trim();
+    return { citation: `${c.path}:${c.line}`, path: c.path, line: c.line, quote: first === undefined || first === '' ? null : first };
   });
-  return out;
 }
 
+/** Web citations of an answer (the same shared parser), with their quoted lines. */
 export function parseCitedUrls(text: string): CitedUrl[] {
-  const lines = text.split('\n');
-  const out: CitedUrl[] = [];
-  lines.forEach((line, i) => {
-    if (/^\s*>/u.test(line)) return;
-    const urls = [...line.matchAll(URL)].map((m) => m[0].replace(/[.,;:]+$/u, ''));
-    if (urls.length === 0) return;
-    const quotes: string[] = [];
-    for (let k = i + 1; k < lines.length; k += 1) {
-      const m = /^\s*>\s?(.*)$/u.exec(lines[k] as string);
-      if (!m) break;
-      if ((m[1] as string).trim() !== '') quotes.push((m[1] as string).trim());
-    }
-    urls.forEach((url, j) => out.push({ url, quotes: j === 0 ? quotes : [] }));
-  });
-  return out;
+  return extractUrlCitations(text).map((c) => ({
+    url: c.url,
+    quotes: (c.quoted ?? '')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== ''),
+  }));
 }
 
 /** The file an answer names as most likely: the first path in its Summary section. */
@@ -141,7 +122,7 @@ export function parseChecks(value: unknown): { paths: PathCheck[]; urls: UrlChec
     const rec = asRecord(item);
     const status = asString(rec['status']);
     if (typeof rec['url'] === 'string' && rec['path'] === undefined) {
-      urls.push({ url: rec['url'], status });
+      urls.push(typeof rec['quoted'] === 'string' ? { url: rec['url'], status, quoted: rec['quoted'] } : { url: rec['url'], status });
       continue;
     }
     const citation = asString(rec['citation']);
@@ -156,28 +137,4 @@ export function parseChecks(value: unknown): { paths: PathCheck[]; urls: UrlChec
   return { paths, urls };
 }
 
-/** Human wording of a failed check, e.g. "does not match the file (quote mismatch)". */
-export function describeStatus(status: string): string {
-  switch (status) {
-    case 'verified':
-      return 'verified';
-    case 'unquoted_verified_line':
-      return 'exists but is not quoted';
-    case 'missing_file':
-      return 'names a file that does not exist';
-    case 'missing_line':
-      return 'points past the end of the file';
-    case 'quote_mismatch':
-      return 'quotes text that does not match the file';
-    case 'outside_repo':
-      return 'points outside the repository';
-    case 'not_fetched':
-      return 'cites a page that was not fetched';
-    case 'quote_not_found':
-      return 'quotes text not found on the fetched page';
-    case 'unquoted':
-      return 'cites the page without quoting it';
-    default:
-      return status === '' ? 'could not be checked' : `failed its check (${status})`;
-  }
-}
+export { describeStatus };

@@ -7,7 +7,9 @@
  */
 import { OUTPUT_CAPS } from '../../contracts/constants.js';
 import { capBytes, codeSpan } from './answer.js';
-import { codeSpans, parseCitedLines, parseCitedUrls } from './citations.js';
+import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citations.js';
+import { collapseWhitespace } from '../../workflow/citations.js';
+import { answerSentences, injectionReason, requestedVersions } from './page-judgement.js';
 import { definedName } from './definitions.js';
 import { compareStrings } from './strategy.js';
 import type { Term } from './terms.js';
@@ -45,6 +47,19 @@ function firstCitation(text: string): string | null {
   return null;
 }
 
+/** The bullet lines of a `## <heading>` section of an answer (case-insensitive heading). */
+function sectionBullets(text: string, heading: string): string[] {
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => new RegExp(`^#{1,6}\\s*${heading}\\s*$`, 'iu').test(l.trim()));
+  if (start < 0) return [];
+  const out: string[] = [];
+  for (const line of lines.slice(start + 1)) {
+    if (/^#{1,6}\s/u.test(line)) break;
+    if (/^[-*]\s/u.test(line) && firstUrl(line) !== null) out.push(line.trim());
+  }
+  return out.slice(0, MAX_PASSAGES);
+}
+
 function firstUrl(text: string): string | null {
   const m = URL.exec(text);
   return m ? m[0].replace(/[.,;:]+$/u, '') : null;
@@ -67,6 +82,11 @@ function reason(quote: string, terms: readonly Term[]): string {
   return parts.length > 0 ? ` — ${parts.join('; ')}` : '';
 }
 
+/** A web passage's identity: its URL and its whitespace-collapsed quote. */
+function passageKey(url: string, quotes: readonly string[]): string {
+  return `${url}\n${collapseWhitespace(quotes.join(' '))}`;
+}
+
 export function merge(mergeInput: unknown): string {
   const input = asRecord(mergeInput);
   const fields = requestFields(asString(asRecord(asRecord(input['canonical_input'])['request'])['text']));
@@ -86,21 +106,33 @@ export function merge(mergeInput: unknown): string {
   const strict = includeOrder.size > 0 || include.length === 0;
   const allowed = (key: string): boolean => !avoided.has(key) && (!strict || includeOrder.has(key));
 
+  // Inclusion is decided per quote: a line or passage goes in only when the mechanical check of
+  // that very quote (not merely of its file or URL) confirmed it.
+  const checks = asRecord(input['citation_checks']);
   const lines = new Map<string, Line>();
   const groups = new Map<string, PassageGroup>();
   let seen = 0;
+  const unconfirmed = new Set<string>();
   for (const c of asArray(input['candidates'])) {
     const response = asString(asRecord(c)['response']);
+    const { paths: pathChecks, urls: urlChecks } = parseChecks(checks[asString(asRecord(c)['candidate_id'])]);
+    const confirmedLines = new Set(pathChecks.filter((k) => k.status === 'verified').map((k) => `${k.path}:${k.line}`));
+    const confirmedPassages = new Set(urlChecks.filter((k) => k.status === 'verified' && k.quoted !== undefined).map((k) => passageKey(k.url, [k.quoted as string])));
     const counted = new Set<string>();
     for (const cited of parseCitedLines(response)) {
-      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation)) continue;
+      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation) || !confirmedLines.has(cited.citation)) continue;
       const entry = lines.get(cited.citation) ?? { citation: cited.citation, path: cited.path, line: cited.line, quote: cited.quote, support: 0, order: seen++ };
       if (!counted.has(cited.citation)) entry.support += 1;
       counted.add(cited.citation);
       lines.set(cited.citation, entry);
     }
     for (const cited of parseCitedUrls(response)) {
-      if (cited.quotes.length === 0 || !allowed(cited.url)) continue;
+      if (cited.quotes.length === 0 || avoided.has(cited.url)) continue;
+      const key = passageKey(cited.url, cited.quotes);
+      if (!confirmedPassages.has(key)) {
+        unconfirmed.add(key);
+        continue;
+      }
       const group = groups.get(cited.url) ?? { url: cited.url, passages: [], support: 0, order: seen++ };
       if (!counted.has(cited.url)) group.support += 1;
       counted.add(cited.url);
@@ -108,31 +140,66 @@ export function merge(mergeInput: unknown): string {
       groups.set(cited.url, group);
     }
   }
+  // Pages are data: a quoted passage that instructs the reader is never used, whoever quoted it;
+  // and a page an answer set aside (another version of the subject) does not answer.
+  const carried = { setAside: new Set<string>(), injections: new Set<string>() };
+  for (const c of asArray(input['candidates'])) {
+    const response = asString(asRecord(c)['response']);
+    for (const line of sectionBullets(response, 'set aside')) carried.setAside.add(line);
+    for (const line of sectionBullets(response, 'suspected injections')) carried.injections.add(line);
+  }
+  const asideUrls = new Set([...carried.setAside].map((l) => firstUrl(l)).filter((u): u is string => u !== null));
+  let injected = 0;
+  for (const [url, group] of groups) {
+    const kept = group.passages.filter((p) => injectionReason(p.join(' ')) === null);
+    injected += group.passages.length - kept.length;
+    if (kept.length === 0 || asideUrls.has(url)) groups.delete(url);
+    else group.passages = kept;
+  }
   const rank = (key: string, fallback: number): number => includeOrder.get(key) ?? include.length + fallback;
   const kept = [...lines.values()].sort((a, b) => b.support - a.support || rank(a.citation, a.order) - rank(b.citation, b.order) || compareStrings(a.citation, b.citation)).slice(0, MAX_LINES);
   const pages = [...groups.values()].sort((a, b) => b.support - a.support || rank(a.url, a.order) - rank(b.url, b.order) || compareStrings(a.url, b.url));
 
   // The location to lead with: the one a conflict resolution prefers, else the best-supported file.
   const conflicts = asArray(evaluation['conflicts']).map(asRecord);
-  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term> }>();
+  // A confirmed definition of a name the question uses (`class RetryPolicy` for "the RetryPolicy
+  // class") answers "where" better than any number of lines repeating the other words.
+  const named = new Set(terms.filter((t) => t.identifier).map((t) => t.word));
+  const definesNamed = (quote: string): boolean => {
+    const name = definedName(quote);
+    return name !== null && named.has(name.toLowerCase());
+  };
+  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term>; named: boolean }>();
   for (const l of kept) {
-    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>() };
+    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>(), named: false };
     f.support = Math.max(f.support, l.support);
+    f.named ||= definesNamed(l.quote);
     f.lines += 1;
     for (const t of termsIn(l.quote, terms)) f.terms.add(t);
     fileSupport.set(l.path, f);
   }
   const preferredByResolution = conflicts.map((c) => firstPath(asString(c['resolution']))).find((p) => p !== null && (fileSupport.has(p) || groups.has(p)));
+  const namedDefinition = [...fileSupport.entries()].filter(([, f]) => f.named).sort((a, b) => b[1].support - a[1].support || a[1].order - b[1].order)[0]?.[0];
   const byEvidence = [...fileSupport.entries()].sort((a, b) => b[1].support - a[1].support || termWeight([...b[1].terms]) - termWeight([...a[1].terms]) || b[1].lines - a[1].lines || a[1].order - b[1].order)[0]?.[0];
-  const lead = preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
+  const lead = namedDefinition ?? preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
 
   const out: string[] = ['## Answer', ''];
-  if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
-  if (lead === null) {
+  const research = asString(asRecord(input['canonical_input'])['workflow']) === 'research';
+  const answers = research ? answerSentences(pages.flatMap((g) => g.passages.map((p) => ({ url: g.url, text: p.join(' ') }))), terms, fields.objective, requestedVersions(fields)) : [];
+  if (research) {
+    // The answer first: the sentences of the confirmed passages that answer the question.
+    if (answers.length === 0) out.push('No confirmed passage of the declared sources answers the question.');
+    for (const a of answers) out.push(`According to ${a.url}:`, `> ${a.text}`, '');
+    if (out[out.length - 1] === '') out.pop();
+    if (fields.objective !== '') out.push('', `**Request:** ${fields.objective}`);
+  } else if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
+  if (research) {
+    // Answered above.
+  } else if (lead === null) {
     out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.');
   } else if (fileSupport.has(lead)) {
     const inLead = kept.filter((l) => l.path === lead);
-    const key = [...inLead].sort((a, b) => Number(definedName(b.quote) !== null) - Number(definedName(a.quote) !== null) || termWeight(termsIn(b.quote, terms)) - termWeight(termsIn(a.quote, terms)) || b.support - a.support || a.order - b.order)[0] as Line;
+    const key = [...inLead].sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || Number(definedName(b.quote) !== null) - Number(definedName(a.quote) !== null) || termWeight(termsIn(b.quote, terms)) - termWeight(termsIn(a.quote, terms)) || b.support - a.support || a.order - b.order)[0] as Line;
     const covered = [...(fileSupport.get(lead)?.terms ?? [])];
     const name = definedName(key.quote);
     out.push(
@@ -144,7 +211,8 @@ export function merge(mergeInput: unknown): string {
       `  > ${codeSpan(key.quote)}`,
     );
   } else {
-    out.push(`The most relevant source is ${lead}; its confirmed passages are quoted below.`);
+    const shown = groups.get(lead)?.passages.length ?? 0;
+    out.push(`The most relevant source is ${lead}; its ${shown === 1 ? 'passage' : `${shown} passages`} quoted below ${shown === 1 ? 'was' : 'were'} found on the page as fetched.`);
   }
 
   if (kept.length > 0) {
@@ -170,10 +238,20 @@ export function merge(mergeInput: unknown): string {
     }
   }
   if (avoided.size > 0) notes.push(`${avoided.size} cited ${avoided.size === 1 ? 'location' : 'locations'} could not be confirmed against the repository or the fetched pages and ${avoided.size === 1 ? 'is' : 'are'} left out.`);
+  if (injected > 0) notes.push(`${injected} quoted ${injected === 1 ? 'passage gives' : 'passages give'} instructions to the reader and ${injected === 1 ? 'was' : 'were'} not used.`);
+  // Each page with a quote its check did not confirm is named: unconfirmed, left out, not quoted.
+  const unconfirmedByUrl = new Map<string, number>();
+  for (const key of unconfirmed) {
+    const url = key.slice(0, key.indexOf('\n'));
+    unconfirmedByUrl.set(url, (unconfirmedByUrl.get(url) ?? 0) + 1);
+  }
+  for (const [url, n] of unconfirmedByUrl) notes.push(`Unconfirmed: ${n} quoted ${n === 1 ? 'passage' : 'passages'} attributed to ${url} ${n === 1 ? 'was' : 'were'} not found on the page as fetched and ${n === 1 ? 'is' : 'are'} left out.`);
   const covered = new Set([...kept.flatMap((l) => termsIn(l.quote, terms)), ...pages.flatMap((g) => termsIn(g.passages.flat().join(' '), terms))]);
   const missing = terms.filter((t) => !covered.has(t));
   if (missing.length > 0) notes.push(`No confirmed line mentions ${missing.map((t) => codeSpan(t.word)).join(', ')}.`);
   if (notes.length > 0) out.push('', '## Notes', '', ...notes.map((n) => `- ${n}`));
+  if (carried.setAside.size > 0) out.push('', '## Set aside', '', ...carried.setAside);
+  if (carried.injections.size > 0) out.push('', '## Suspected injections', '', ...carried.injections);
 
   let text = `${out.join('\n')}\n`;
   while (capBytes(text) > OUTPUT_CAPS.mergerBytes && out.length > 4) {

@@ -1,7 +1,10 @@
 /**
  * Research candidate: fetch every declared source once (plus one grep of the terms in the
- * repository), split each page into passages, rank all passages with BM25 against the request
- * terms, and answer with the best passages cited by URL and quoted line by line, verbatim.
+ * repository), split each page into passages, drop the passages that instruct the reader
+ * (suspected injections) and the pages about another version of the subject than the one asked,
+ * rank the rest with BM25 against the request terms, and answer first (the sentences that answer
+ * the question, cited and quoted), then the evidence passages quoted verbatim, then what was
+ * set aside and why.
  */
 import type { Finding } from './answer.js';
 import { codeSpan, renderFinding } from './answer.js';
@@ -15,6 +18,7 @@ import { termWeight, termsIn } from './terms.js';
 import type { Batch, PlannedCall } from './transcript.js';
 import { asRecord, asString } from './transcript.js';
 import { parseGrep, pathPrior, quotable } from './tool-output.js';
+import { answerSentences, injectionReason, requestedVersions, setAsideReason } from './page-judgement.js';
 
 export const FETCH_TOOL = 'fusion_web_fetch';
 const MAX_SOURCES = 12;
@@ -86,11 +90,25 @@ function quoteLines(text: string): string[] {
     .map((l) => `  > ${l}`);
 }
 
+interface SetAside {
+  url: string;
+  reason: string;
+}
+
+interface Injection {
+  url: string;
+  passage: number;
+  reason: string;
+}
+
 function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const { terms } = ctx;
   const pages: Page[] = [];
   const problems: string[] = [];
   const repoHits: Finding[] = [];
+  const asked = requestedVersions(ctx.fields);
+  const setAside: SetAside[] = [];
+  const injections: Injection[] = [];
   for (const e of done[0] ?? []) {
     if (e.name === FETCH_TOOL) {
       const url = asString(e.args['url']);
@@ -100,7 +118,19 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
         problems.push(`${url} could not be fetched: ${first || 'no content'}`);
         continue;
       }
-      pages.push({ url: url || parsed.url, passages: splitPassages(parsed.content) });
+      const pageUrl = url || parsed.url;
+      // Pages are data: a passage that instructs the reader is reported, never used.
+      const passages = splitPassages(parsed.content).filter((p) => {
+        const reason = injectionReason(p.text);
+        if (reason !== null) injections.push({ url: pageUrl, passage: p.index + 1, reason });
+        return reason === null;
+      });
+      const aside = setAsideReason(parsed.content, asked);
+      if (aside !== null) {
+        setAside.push({ url: pageUrl, reason: aside });
+        continue;
+      }
+      pages.push({ url: pageUrl, passages });
     } else if (e.name === 'grep' && e.ok) {
       const ranked = parseGrep(e.text)
         .filter((h) => !h.cut && quotable(h.text))
@@ -117,11 +147,23 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
   }
   const all: PagePassage[] = pages.flatMap((p) => p.passages.map((x) => ({ ...x, url: p.url })));
   const picked = selectPassages(bm25(all, (p) => p.text, terms));
+  const answers = answerSentences(
+    picked.map((s) => ({ url: s.item.url, text: s.item.text })),
+    terms,
+    ctx.fields.objective,
+    asked,
+  );
 
-  const out: string[] = [];
-  out.push(`Search terms: ${terms.length > 0 ? terms.map((t) => codeSpan(t.word)).join(', ') : '(none could be derived from the request)'}.`);
-  out.push(`Method: fetched ${pages.length} of ${(ctx as ResearchContext).urls.length} declared sources, split them into ${all.length} passages and ranked the passages by BM25 against the terms.`);
-  out.push('', '## Findings', '');
+  // The answer first: the sentences that answer the question, each cited and quoted.
+  const out: string[] = ['## Answer', ''];
+  if (answers.length === 0) out.push('No passage of the fetched pages answers the question.');
+  for (const a of answers) out.push(`According to ${a.url}:`, `> ${a.text}`, '');
+  if (setAside.length > 0) out.push(`Set aside: ${setAside.map((x) => `${x.url} (${x.reason})`).join('; ')}.`, '');
+  if (injections.length > 0) out.push(`${injections.length === 1 ? 'One passage' : `${injections.length} passages`} of the fetched pages ${injections.length === 1 ? 'gives' : 'give'} instructions to the reader and ${injections.length === 1 ? 'was' : 'were'} not used (see Suspected injections).`, '');
+  if (out[out.length - 1] === '') out.pop();
+
+  out.push('', '## Evidence', '');
+  out.push(`Search terms: ${terms.length > 0 ? terms.map((t) => codeSpan(t.word)).join(', ') : '(none could be derived from the request)'}. Method: fetched ${pages.length + setAside.length} of ${(ctx as ResearchContext).urls.length} declared sources, split them into passages and ranked them by BM25 against the terms.`, '');
   if (picked.length === 0) out.push('No passage of the fetched pages matched the search terms.');
   for (const s of picked) {
     out.push(`- ${s.item.url} — passage ${s.item.index + 1}; matches ${s.matched.map((t) => t.word).join(', ')} (BM25 ${s.score.toFixed(2)})`);
@@ -131,13 +173,13 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
     out.push('', 'Repository lines that mention the same terms:', '');
     for (const f of repoHits) out.push(renderFinding(f, terms));
   }
-  out.push('', '## Summary', '');
-  const best = picked[0];
-  if (best) {
-    const sources = [...new Set(picked.map((s) => s.item.url))];
-    out.push(`The most relevant source is ${best.item.url}: its best passage matches ${best.matched.map((t) => t.word).join(', ')}.` + (sources.length > 1 ? ` Supporting passages come from ${sources.slice(1).join(', ')}.` : ''));
-  } else {
-    out.push('None of the declared sources could be tied to the request with the fetched content.');
+  if (setAside.length > 0) {
+    out.push('', '## Set aside', '');
+    for (const x of setAside) out.push(`- ${x.url}: not used, because ${x.reason}.`);
+  }
+  if (injections.length > 0) {
+    out.push('', '## Suspected injections', '');
+    for (const x of injections) out.push(`- ${x.url}, passage ${x.passage}: ${x.reason}; treated as data and not used as evidence.`);
   }
   const covered = new Set(picked.flatMap((s) => s.matched));
   const missing = terms.filter((t) => !covered.has(t));

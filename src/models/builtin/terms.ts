@@ -96,6 +96,20 @@ export function stem(word: string): string {
   return w;
 }
 
+/** Weight multipliers: identifiers in the text, and names the caller marked (quoted, dotted, file names). */
+const IDENTIFIER_WEIGHT = 2.5;
+const NAMED_WEIGHT = 3;
+const FILE_EXTENSION = /^(?:js|mjs|cjs|jsx|ts|mts|cts|tsx|py|go|rs|java|kt|rb|php|cs|swift|c|h|cc|cpp|hpp|md|json|ya?ml|toml|sh)$/u;
+
+/**
+ * A capitalised word inside a sentence (`the Scheduler decides`) names something (a class, a
+ * type, a product); at the start of a sentence it is just capitalised.
+ */
+function isCapitalisedName(token: string, before: string): boolean {
+  if (!/^[A-Z][a-z]{3,}$/u.test(token)) return false;
+  return before.trim() !== '' && !/[.!?:]\s*$/u.test(before);
+}
+
 function isIdentifierToken(token: string): boolean {
   if (/[a-z][A-Z]/u.test(token)) return true; // camelCase, IPv4
   if (/[A-Za-z]_[A-Za-z0-9]|^_+[A-Za-z]/u.test(token)) return true; // snake_case
@@ -123,22 +137,31 @@ function addText(text: string, weight: number, acc: Map<string, Acc>, order: { n
       acc.set(stemmed, { word, stem: stemmed, weight: w, identifier, first: order.n++ });
     }
   };
+  // The names a question uses (identifiers, file and module names) say where to look far more
+  // than its common words, which prose anywhere repeats: they weigh several times more.
   // Quoted words and dotted names are identifiers the caller named on purpose.
   for (const m of text.matchAll(/[`"']([A-Za-z_$][\w$.-]{2,60})[`"']/gu)) {
     const name = (m[1] as string).replace(/[.-]+$/u, '');
-    if (!/[.-]/u.test(name)) add(name.toLowerCase(), name.toLowerCase(), weight * 1.5, true);
+    if (!/[.-]/u.test(name)) add(name.toLowerCase(), name.toLowerCase(), weight * NAMED_WEIGHT, true);
   }
   for (const m of text.matchAll(/[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+/gu)) {
+    const parts = m[0].split('.');
+    const last = (parts.pop() ?? '').toLowerCase();
+    // A file name (`store.ts`, `retry_policy.py`): its base name names the module.
+    if (FILE_EXTENSION.test(last)) {
+      const base = (parts.pop() ?? '').toLowerCase();
+      if (base.length >= 3 && !STOPWORDS.has(base)) add(base, base, weight * NAMED_WEIGHT, true);
+      continue;
+    }
     // Dotted names (`ipaddr.IPv4.parseCIDR`): the last segment is what a definition names.
-    const last = (m[0].split('.').pop() ?? '').toLowerCase();
-    if (last.length >= 3 && !STOPWORDS.has(last) && !/^(?:js|ts|py|md|json|com|org|net|io)$/u.test(last)) add(last, last, weight * 1.5, true);
+    if (last.length >= 3 && !STOPWORDS.has(last) && !/^(?:com|org|net|io)$/u.test(last)) add(last, last, weight * NAMED_WEIGHT, true);
   }
   for (const m of text.matchAll(/[A-Za-z_$][\w$]*/gu)) {
     const token = m[0];
     const lower = token.toLowerCase();
     if (STOPWORDS.has(lower) || GENERIC.has(lower)) continue;
-    if (isIdentifierToken(token)) {
-      add(lower, lower, weight * 1.25, true);
+    if (isIdentifierToken(token) || isCapitalisedName(token, text.slice(0, m.index))) {
+      add(lower, lower, weight * IDENTIFIER_WEIGHT, true);
       continue;
     }
     if (!/^[A-Za-z]{4,}$/u.test(token)) continue;

@@ -197,7 +197,10 @@ describeWithBwrap('fusion workflow e2e: a full builtin run', () => {
   it('shows the merger the same blind candidates and the evaluation, and nothing identifying', async () => {
     expect(mergerRequests).toHaveLength(1);
     const merge = dataBlockOf(mergerRequests[0]!.messages[1]!.content) as Record<string, any>;
-    expect(Object.keys(merge).sort()).toEqual(['candidates', 'canonical_input', 'evaluation', 'schema_version']);
+    expect(Object.keys(merge).sort()).toEqual(['candidates', 'canonical_input', 'citation_checks', 'evaluation', 'schema_version']);
+    // The merger sees each candidate's citation checks (without the file text), keyed by id only.
+    expect(Object.keys(merge.citation_checks).sort()).toEqual(['A', 'B', 'C']);
+    for (const checks of Object.values(merge.citation_checks) as Array<Array<Record<string, unknown>>>) for (const c of checks) expect(c.actual).toBeUndefined();
     expect(merge.schema_version).toBe(SCHEMA.mergeInput);
     expect(merge.candidates.map((c: { candidate_id: string }) => c.candidate_id)).toEqual(['A', 'B', 'C']);
     expect(merge.evaluation.schema_version).toBe(SCHEMA.evaluation);

@@ -124,7 +124,7 @@ describe('openai adapter: tool-call conversation', () => {
     expect(a.stopReason).toBe('tool_calls');
   });
 
-  it('reads a tool call printed as text (<tool_call> tags, bare JSON) only when tools were offered', async () => {
+  it('reads a tool call printed as text (<tool_call> tags, bare JSON) only when tools were offered, whatever tool it names', async () => {
     const p = createOpenAIProvider(settings(fake.baseUrl), key(), cap.log);
     fake.script(
       openaiText('Let me look.\n<tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>', { finishReason: 'stop' }),
@@ -138,9 +138,11 @@ describe('openai adapter: tool-call conversation', () => {
     expect(bare).toMatchObject({ content: '', toolCalls: [{ id: 'call_0_0', name: 'read', arguments: '{"path":"README.md"}' }], stopReason: 'tool_calls' });
     const noTools = await p.complete(request({ tools: [] }));
     expect(noTools).toMatchObject({ content: '{"name": "read", "parameters": {"path": "README.md"}}', toolCalls: [], stopReason: 'stop' });
+    // A tool that was not offered is still a call: the agent rejects it with an error result
+    // (never runs it), so the model can correct itself instead of its call becoming its answer.
     const notOffered = await p.complete(request());
-    expect(notOffered.toolCalls).toEqual([]);
-    expect(notOffered.content).toContain('bash');
+    expect(notOffered.toolCalls).toEqual([{ id: 'call_0_0', name: 'bash', arguments: '{"cmd":"rm -rf /"}' }]);
+    expect(notOffered.content).toBe('');
   });
 });
 

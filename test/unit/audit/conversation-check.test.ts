@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { checkAnswerProvenance, crossCheckConversation } from '../../../src/audit/cross-check.js';
 import type { BrokerRecord, ToolCallLogRecord } from '../../../src/contracts/broker-record.js';
+import { REJECTED_CALL_EVENT } from '../../../src/contracts/constants.js';
 
 const h = (s: string): string => createHash('sha256').update(s, 'utf8').digest('hex');
 
@@ -53,6 +54,16 @@ describe('conversation cross-check (the log must be what crossed the broker)', (
     expect(() => crossCheckConversation(changedArgs, broker)).toThrow(expect.objectContaining({ code: 'child_event_invalid' }));
     const otherResult = [logRec(0, 'grep', '{"pattern":"x"}', 'forged'), logRec(1, 'read', '{"path":"a"}', '1\tx')];
     expect(() => crossCheckConversation(otherResult, broker)).toThrow(/differs from the logged result/);
+  });
+
+  it('binds a rejected call to the call the model asked for by its arguments, whatever tool it named', () => {
+    const asked = [model(0, [['bash', '{"command":"ls"}']], [], ''), model(1, [], ['no such tool'], 'final answer')];
+    const rejected = { ...logRec(0, REJECTED_CALL_EVENT, '{"command":"ls"}', 'no such tool'), status: 'error' } as ToolCallLogRecord;
+    expect(() => crossCheckConversation([rejected], asked)).not.toThrow();
+    const otherArgs = { ...logRec(0, REJECTED_CALL_EVENT, '{"command":"id"}', 'no such tool'), status: 'error' } as ToolCallLogRecord;
+    expect(() => crossCheckConversation([otherArgs], asked)).toThrow(/not the call the model asked for/);
+    // Logging the invented tool under its own name still fails the allowlist (verify-log); here it is the wrong name.
+    expect(() => crossCheckConversation([logRec(0, 'read', '{"command":"ls"}', 'no such tool')], asked)).toThrow(/not the call the model asked for/);
   });
 
   it('refuses an answer no model response contained', () => {

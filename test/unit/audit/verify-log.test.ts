@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CANDIDATE_TOOLS, CHILD_LIMITS, SCHEMA } from '../../../src/contracts/constants.js';
+import { CANDIDATE_TOOLS, CHILD_LIMITS, REJECTED_CALL_EVENT, SCHEMA } from '../../../src/contracts/constants.js';
 import { MAX_SEAL_BYTES, verifyToolCallLog, type VerifyToolCallLogOptions } from '../../../src/audit/verify-log.js';
 import { FusionError } from '../../../src/errors.js';
 import {
@@ -298,6 +298,13 @@ describe('verifyToolCallLog: policy', () => {
   it('non-allowlisted tool bash', async () => {
     writeAudit(dir, [record(0), record(1, { tool_name: 'bash' })]);
     await expectInvalid('non-allowlisted tool bash');
+  });
+
+  it('a rejected call is an allowlisted event, but only as an error: a rejected call never runs', async () => {
+    writeAudit(dir, [record(0), record(1, { tool_name: REJECTED_CALL_EVENT, status: 'error' })]);
+    await expect(verify()).resolves.toMatchObject({ records: [{ tool_name: 'read' }, { tool_name: REJECTED_CALL_EVENT }] });
+    writeAudit(dir, [record(0, { tool_name: REJECTED_CALL_EVENT, status: 'ok' })]);
+    await expectInvalid('rejected call record 0 must have status error: a rejected call never runs');
   });
 
   it('fetch is not allowlisted for investigate', async () => {

@@ -220,3 +220,30 @@ describe('loadRoster', () => {
     });
   });
 });
+
+describe('prompt budgets from the roster', () => {
+  it('uses budgets from the models file, derives the others from context windows, and names each setting', () => {
+    const path = file({
+      candidates: [
+        { provider: 'openai', model: 'small', baseUrl: 'http://127.0.0.1:9/v1', contextWindowTokens: 32_000, maxOutputTokens: 4_000 },
+        { provider: 'openai', model: 'big', baseUrl: 'http://127.0.0.1:9/v1', contextWindowTokens: 128_000 },
+        'builtin:path-search',
+      ],
+      evaluator: { provider: 'openai', model: 'judge', baseUrl: 'http://127.0.0.1:9/v1', contextWindowTokens: 200_000 },
+      merger: 'builtin:content-search',
+      budgets: { repair: 50_000 },
+    });
+    const { budget } = loadRoster({ file: path, env: {}, log });
+    // The smallest window of the candidates, minus that model's output reservation.
+    expect(budget.stageBudgetTokens).toEqual({ candidate: 28_000, evaluator: 200_000 - 8_192, repair: 50_000, merger: 180_000 });
+    expect(budget.settings?.candidate).toBe('"budgets.candidate" in the models file, or a larger "contextWindowTokens" of the candidate models (the budget now derives from it)');
+    expect(budget.settings?.repair).toBe('"budgets.repair" in the models file (now 50000 tokens)');
+    expect(budget.settings?.merger).toBe('"budgets.merger" (tokens) in the models file, or "contextWindowTokens" of the merger model');
+  });
+
+  it('refuses a budget that is not a token count', () => {
+    const err = thrown(() => loadRoster({ file: file({ candidates: 'builtin:path-search', evaluator: 'builtin:content-search', merger: 'builtin:content-search', budgets: { merger: 10, review: 5 } }), env: {}, log }));
+    expect(err.message).toContain('budgets.merger: must be at least 1000 tokens');
+    expect(err.message).toContain('budgets: unknown key(s) review');
+  });
+});

@@ -63,13 +63,15 @@ describe('openai mapping', () => {
     expect(toolCallsFromText('```json\n{"name":"read","arguments":{"path":"a"}}\n```', offered)?.calls).toEqual([{ name: 'read', arguments: '{"path":"a"}' }]);
     expect(toolCallsFromText('[{"name":"read","arguments":{}},{"name":"grep","parameters":{"q":"1"}}]', offered)?.calls).toHaveLength(2);
     expect(toolCallsFromText('{"type":"function","function":{"name":"read","arguments":{"path":"b"}}}', offered)?.calls).toEqual([{ name: 'read', arguments: '{"path":"b"}' }]);
-    // Stays text: not offered, unknown keys, broken JSON, no arguments on a bare object, prose around JSON, no tools.
-    expect(toolCallsFromText('{"name":"bash","arguments":{}}', offered)).toBeNull();
+    // Still calls, so the agent can answer them with an error the model can act on: a tool that
+    // was not offered, arguments that do not parse, a <tool_call> block that does not parse.
+    expect(toolCallsFromText('{"name":"bash","arguments":{"command":"ls"}}', offered)?.calls).toEqual([{ name: 'bash', arguments: '{"command":"ls"}' }]);
+    expect(toolCallsFromText('{"name":"read","arguments":"not json"}', offered)?.calls).toEqual([{ name: 'read', arguments: 'not json' }]);
+    expect(toolCallsFromText('<tool_call>{"name":"read", </tool_call>', offered)?.calls).toEqual([{ name: 'unparsed_tool_call', arguments: '{"name":"read",' }]);
+    // Stays text: unknown keys, no arguments on a bare object, prose around JSON, no tools.
     expect(toolCallsFromText('{"name":"read","arguments":{},"summary":"x"}', offered)).toBeNull();
-    expect(toolCallsFromText('<tool_call>{"name":"read", </tool_call>', offered)).toBeNull();
     expect(toolCallsFromText('{"name":"read"}', offered)).toBeNull();
     expect(toolCallsFromText('Here: {"name":"read","arguments":{}}', offered)).toBeNull();
-    expect(toolCallsFromText('{"name":"read","arguments":"not json"}', offered)).toBeNull();
     expect(toolCallsFromText('{"name":"read","arguments":{}}', new Set())).toBeNull();
   });
 

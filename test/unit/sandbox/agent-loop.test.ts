@@ -5,7 +5,7 @@ import { ANSWER_FILE, RESULT_FILE, answerCapBytes, modelRequestLimitMessage, run
 import { TOOL_CALL_LIMIT_MESSAGE, openToolCallLog, type ToolCallLog } from '../../../sandbox/audit-log.js';
 import { createBrokerClient } from '../../../sandbox/broker-client.js';
 import type { ChildOutcome, ChildRequest } from '../../../src/contracts/broker-protocol.js';
-import { CANDIDATE_TOOLS } from '../../../src/contracts/constants.js';
+import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT } from '../../../src/contracts/constants.js';
 import { verifyToolCallLog } from '../../../src/audit/verify-log.js';
 import {
   answerTurn,
@@ -86,33 +86,37 @@ describe('runAgentLoop', () => {
     ]);
   });
 
-  it('reports a tool error as a tool result and keeps going', async () => {
-    const script = [toolTurn(call('read', { path: 'missing.ts' })), toolTurn(call('read', '{not json')), answerTurn('done')];
+  it('reports a tool error as a tool result and keeps going; malformed arguments are a rejected call', async () => {
+    const script = [toolTurn(call('read', { path: 'missing.ts' })), toolTurn(call('read', '{not json')), toolTurn(call('grep', '["x"]')), answerTurn('done')];
     const { outcome, log } = await run(childRequest(), (_req, i) => script[i] ?? answerTurn('unexpected'));
     expect(outcome.status).toBe('answered');
-    const msgs = broker?.modelRequests[2]?.messages ?? [];
-    expect(msgs.at(-1)?.content).toBe('read arguments must be valid JSON');
+    expect(broker?.modelRequests[2]?.messages.at(-1)?.content).toBe('read was not run: its arguments must be a JSON object, and they are not valid JSON. Call it again with a JSON object.');
+    expect(broker?.modelRequests[3]?.messages.at(-1)?.content).toBe('grep was not run: its arguments must be a JSON object. Call it again with a JSON object.');
     expect(log?.seal(true).status).toBe('complete');
     const verified = await verifyToolCallLog({ dir: out, slot: 1, attempt: 1, allowedTools: CANDIDATE_TOOLS, declaredUrls: [] });
-    expect(verified.records.map((r) => r.status)).toEqual(['error', 'error']);
+    expect(verified.records.map((r) => [r.tool_name, r.status])).toEqual([
+      ['read', 'error'],
+      [REJECTED_CALL_EVENT, 'error'],
+      [REJECTED_CALL_EVENT, 'error'],
+    ]);
   });
 
-  it('never executes a tool outside request.tools but still logs it', async () => {
-    const script = [toolTurn(call('bash', { command: 'cat /etc/passwd' })), answerTurn('no shell here')];
+  it('never executes an invented tool: it answers with an error, logs a rejected call the verifier accepts, and goes on', async () => {
+    const script = [toolTurn(call('bash', { command: 'cat /etc/passwd' })), toolTurn(call('read', { path: 'src/greet.ts' })), answerTurn('`src/greet.ts:1`')];
     const { outcome, log } = await run(childRequest({ tools: ['read'] }), (_req, i) => script[i] ?? answerTurn('unexpected'));
-    expect(outcome.status).toBe('answered');
+    expect(outcome).toMatchObject({ status: 'answered', tool_calls: 2 });
     expect(broker?.modelRequests[0]?.tools.map((t) => t.name)).toEqual(['read']);
     const toolMessage = broker?.modelRequests[1]?.messages.at(-1);
     expect(toolMessage).toMatchObject({ role: 'tool', name: 'bash' });
-    expect(toolMessage?.content).toBe('tool "bash" is not available to this agent; available tools: read');
-    // A disallowed call is a logged error record; the supervisor's allowlist then rejects the log.
+    expect(toolMessage?.content).toBe('tool "bash" does not exist here and was not run; available tools: read. Call one of those, or write your final answer.');
     log?.seal(true);
     const lines = readFileSync(log?.path ?? '', 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ tool_name: 'bash', status: 'error' });
-    await expect(verifyToolCallLog({ dir: out, slot: 1, attempt: 1, allowedTools: ['read'], declaredUrls: [] })).rejects.toThrow(
-      'non-allowlisted tool bash',
-    );
+    expect(lines.map((l) => [l['tool_name'], l['status']])).toEqual([
+      [REJECTED_CALL_EVENT, 'error'],
+      ['read', 'ok'],
+    ]);
+    const verified = await verifyToolCallLog({ dir: out, slot: 1, attempt: 1, allowedTools: ['read'], declaredUrls: [] });
+    expect(verified.records).toHaveLength(2);
   });
 
   it('gives an oversized candidate answer exactly one no-tool compression turn', async () => {

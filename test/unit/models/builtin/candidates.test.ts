@@ -38,8 +38,9 @@ describe.each(CASES)('builtin candidates on $name', ({ root, args, file, line })
       expect(checks.filter((c) => c.status !== 'verified'), strategy).toEqual([]);
       expect(summaryClaim(run.answer), strategy).toBe(file);
       expect(run.calls.length, strategy).toBeLessThanOrEqual(MAX_TOOL_CALLS);
-      expect(run.answer).toMatch(/^## Findings$/mu);
-      expect(run.answer).toMatch(/^## Summary$/mu);
+      // The answer first: the most likely file and its key line, cited and quoted; then the findings.
+      expect(run.answer).toMatch(new RegExp(`^## Summary\\n\\nThe most likely file is \`${file.replace(/[.*+?^${}()|[\]\\/]/gu, '\\$&')}\`[^\\n]*\\n\\n- \`[^\`]+:\\d+\`\\n  > `, 'u'));
+      expect(run.answer.indexOf('## Summary')).toBeLessThan(run.answer.indexOf('## Findings'));
       expect(Buffer.byteLength(JSON.stringify(run.answer))).toBeLessThan(OUTPUT_CAPS.candidateBytes);
     }
   });

@@ -98,7 +98,7 @@ describe('builtin evaluator and merger', () => {
 
   it('merges verified findings into a final answer naming the right file, without internals', async () => {
     const { value } = await evaluation();
-    const merged = await runMerger(createBuiltinProvider('definition-search'), input, answers, value);
+    const merged = await runMerger(createBuiltinProvider('definition-search'), input, answers, value, checks);
     expect(merged).toContain('The most likely location is `lib/ipaddr.js`');
     expect(merged).toContain('- `lib/ipaddr.js:415` — defines `parseCIDR`');
     expect(merged).toContain('  > `ipaddr.IPv4.parseCIDR = function (string) {`');
@@ -111,13 +111,13 @@ describe('builtin evaluator and merger', () => {
     // Findings carried by more answers come first.
     const evidence = merged.slice(merged.indexOf('## Evidence'));
     expect(evidence.indexOf('lib/ipaddr.js:415')).toBeLessThan(evidence.indexOf('lib/ipaddr.js:1037'));
-    const again = await runMerger(createBuiltinProvider('definition-search'), input, answers, value);
+    const again = await runMerger(createBuiltinProvider('definition-search'), input, answers, value, checks);
     expect(again).toBe(merged);
   });
 
   it('says plainly when nothing could be confirmed', async () => {
     const empty: Evaluation = { schema_version: 'fusion.fusion-evaluation.v1', candidate_assessments: [], agreements: [], conflicts: [], synthesis_plan: { must_include: [], must_resolve: [], must_avoid: ['`lib/ipaddr.js:10` (quotes text that does not match the file)'] } };
-    const merged = await runMerger(createBuiltinProvider('content-search'), input, { A: WRONG, B: WRONG, C: WRONG }, empty);
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, { A: WRONG, B: WRONG, C: WRONG }, empty, { A: checks.B, B: checks.B, C: checks.B });
     expect(merged).toContain('No line of the repository or of the declared sources could be confirmed');
     expect(merged).not.toContain('`lib/ipaddr.js:10`');
     expect(merged).not.toMatch(INTERNALS);

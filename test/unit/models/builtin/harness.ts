@@ -90,13 +90,15 @@ export function checkCitations(root: string, answer: string): PathCheck[] {
 }
 
 /** URL citations checked against the fetched page texts. */
-export function checkUrls(answer: string, pages: Record<string, string>): { url: string; status: string }[] {
+export function checkUrls(answer: string, pages: Record<string, string>): { url: string; status: string; quoted: string }[] {
   return parseCitedUrls(answer)
     .filter((u) => u.quotes.length > 0)
     .map((u) => {
       const page = pages[u.url];
-      if (page === undefined) return { url: u.url, status: 'not_fetched' };
-      return { url: u.url, status: u.quotes.every((q) => page.includes(q)) ? 'verified' : 'quote_not_found' };
+      const quoted = u.quotes.join('\n');
+      if (page === undefined) return { url: u.url, status: 'not_fetched', quoted };
+      const flat = (t: string): string => t.replace(/\s+/gu, ' ').trim();
+      return { url: u.url, status: u.quotes.every((q) => flat(page).includes(flat(q))) ? 'verified' : 'quote_not_found', quoted };
     });
 }
 
@@ -114,12 +116,13 @@ export async function runEvaluator(provider: ModelProvider, blind: unknown): Pro
   return res.content;
 }
 
-export async function runMerger(provider: ModelProvider, input: CanonicalInput, answers: Record<'A' | 'B' | 'C', string>, evaluation: unknown): Promise<string> {
+export async function runMerger(provider: ModelProvider, input: CanonicalInput, answers: Record<'A' | 'B' | 'C', string>, evaluation: unknown, checks: Record<'A' | 'B' | 'C', unknown[]>): Promise<string> {
   const mergeInput = {
     schema_version: SCHEMA.mergeInput,
     canonical_input: input,
     candidates: (['A', 'B', 'C'] as const).map((id) => ({ candidate_id: id, response: answers[id] })),
     evaluation,
+    citation_checks: checks,
   };
   const res = await provider.complete({ role: 'merger', taskId: 't', messages: messages(mergerSystemPrompt(), mergerUserPrompt(mergeInput)), tools: [] });
   return res.content;

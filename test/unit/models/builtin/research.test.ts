@@ -75,7 +75,8 @@ describe('builtin research candidate', () => {
     expect(cited[0]?.quotes.join('\n')).toContain('Parsing a CIDR range means splitting at the slash');
     expect(checkUrls(run.answer, PAGES).every((c) => c.status === 'verified')).toBe(true);
     expect(run.answer).toContain('https://docs.example.com/gone could not be fetched: fusion_web_fetch: http_error (404)');
-    expect(run.answer).toContain('The most relevant source is https://docs.example.com/cidr');
+    // The answer comes first: the sentence that answers, cited and quoted.
+    expect(run.answer.startsWith('## Answer\n\nAccording to https://docs.example.com/cidr:\n> Parsing a CIDR range means splitting at the slash')).toBe(true);
     // Repository lines that share the terms are cited too, and verify.
     expect(checkCitations(IPADDR_ROOT, run.answer).every((c) => c.status === 'verified')).toBe(true);
     const again = await runCandidate(createBuiltinProvider('content-search'), IPADDR_ROOT, input, fetcher);
@@ -93,9 +94,50 @@ describe('builtin research candidate', () => {
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.evaluation.agreements).toContain('https://docs.example.com/cidr is cited with verified passages by A, B and C');
-    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation);
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, checks);
     expect(merged).toContain('## Web sources');
     expect(merged).toContain('- https://docs.example.com/cidr');
     expect(checkUrls(merged, PAGES).every((c) => c.status === 'verified')).toBe(true);
+  });
+});
+
+describe('builtin merger decides per passage', () => {
+  const input = researchInput(IPADDR_ROOT, ARGS);
+  /** A real URL with one real and one invented passage (what a stumbling model writes). */
+  const INVENTED = [
+    '## Findings',
+    '',
+    '- https://docs.example.com/cidr — the parsing rule',
+    '  > Parsing a CIDR range means splitting at the slash and checking that the prefix length is between 0 and 32.',
+    '',
+    '- https://docs.example.com/cidr — a claim the page never makes',
+    '  > CIDR ranges are always parsed with a regular expression that accepts prefix lengths up to 64.',
+    '',
+  ].join('\n');
+
+  it('quotes only the passages whose own check confirmed them, never the invented one', async () => {
+    const answers = { A: INVENTED, B: INVENTED, C: INVENTED };
+    const urlChecks = checkUrls(INVENTED, PAGES);
+    expect(urlChecks.map((c) => c.status)).toEqual(['verified', 'quote_not_found']);
+    const checks = { A: urlChecks, B: urlChecks, C: urlChecks };
+    const result = validateEvaluationText(await runEvaluator(createBuiltinProvider('content-search'), blindInput(input, answers, checks)));
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, checks);
+    expect(merged).toContain('Parsing a CIDR range means splitting at the slash');
+    expect(merged).not.toContain('accepts prefix lengths up to 64');
+    expect(merged).toContain('Unconfirmed: 1 quoted passage attributed to https://docs.example.com/cidr was not found on the page as fetched and is left out.');
+    expect(checkUrls(merged, PAGES).every((c) => c.status === 'verified')).toBe(true);
+  });
+
+  it('without a confirming check, no passage is quoted as found', async () => {
+    const answers = { A: INVENTED, B: INVENTED, C: INVENTED };
+    const none = { A: [], B: [], C: [] };
+    const result = validateEvaluationText(await runEvaluator(createBuiltinProvider('content-search'), blindInput(input, answers, none)));
+    if (!result.ok) throw new Error(result.errors.join('; '));
+    const merged = await runMerger(createBuiltinProvider('content-search'), input, answers, result.evaluation, none);
+    expect(merged).not.toContain('> ');
+    expect(merged).not.toMatch(/confirmed passages|(?:was|were) found on the page/u);
+    expect(merged).toContain('Unconfirmed: 2 quoted passages attributed to https://docs.example.com/cidr were not found on the page as fetched and are left out.');
   });
 });

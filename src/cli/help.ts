@@ -1,0 +1,92 @@
+/**
+ * The CLI's help texts: the overview `fusion help` prints (every flag the README lists), and one
+ * text per command, printed by `fusion COMMAND --help` (which then starts nothing).
+ */
+import { FETCH_USAGE } from './fetch-command.js';
+import { MODELS_HELP } from './models-command.js';
+import { SANDBOX_HELP } from './sandbox-command.js';
+
+const MODEL_FLAGS = '[--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]';
+
+const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L] [--concurrency N]
+                ${MODEL_FLAGS}
+                [--resolve HOST:IP…] [--allow-cidr CIDR…]
+`;
+
+const SUBMIT_USAGE = `  fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
+                     [--repo DIR] [--sandbox B] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
+                     [--wait] [--json]
+  fusion research    (the same flags, plus sources: --source URL --purpose TEXT…, or --source URL=PURPOSE…)
+                     [--wait] [--json]
+`;
+
+const SOURCES_HELP = `Sources (research, 1 or more): give each URL with its purpose, in pairs:
+  --source https://example.com/a?x=1 --purpose "What the page is for"
+or as one value URL=PURPOSE, split at the first "=" only when that cannot misread the URL: a value
+whose "=" may belong to the URL's query string (or whose purpose looks like the rest of a URL) is
+refused as ambiguous. Both forms may be mixed; a --purpose belongs to the --source just before it.
+`;
+
+export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a blind evaluator, a merger) with a sealed audit
+
+Usage:
+${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--json]
+  fusion result ID [--delivery auto|inline|artifact] [--json]
+  fusion wait ID [--timeout SECONDS] [--json]
+  fusion cancel ID [--json]
+  fusion validate fusion_investigate|fusion_research [FILE|-]
+  fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
+  fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
+                                     run CMD under exactly the candidate policy (no broker); exits with its code
+${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+  fusion help [COMMAND]              this overview, or one command's help (also: fusion COMMAND --help)
+
+Every command also takes --socket PATH and --data DIR (where to find the daemon).
+Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
+anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
+Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
+FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL,
+FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRESS_ALLOW_CIDRS.
+Input is validated before any daemon is contacted.
+Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
+fetch: 3 refused by policy, 4 other fetch failure.
+`;
+
+const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
+
+export const COMMAND_HELP: Readonly<Record<string, string>> = {
+  daemon: `Usage:
+${DAEMON_USAGE}
+Runs the supervisor daemon in the foreground until SIGTERM/SIGINT. --resolve and --allow-cidr
+are the egress admin seams (announced at start-up). Models come from --models-file (or
+FUSION_MODELS_FILE) and the model flags; with none, every stage uses the builtin engine.
+`,
+  investigate: `Usage:
+${SUBMIT_USAGE}
+Submits a job over the repository (--repo, default the current directory) and prints the
+receipt; with --wait, follows it and prints the verified answer (starting an embedded daemon
+when none answers). The arguments are validated before any daemon is contacted (exit 2).
+`,
+  research: `Usage:
+${SUBMIT_USAGE}
+${SOURCES_HELP}
+The arguments, sources included, are validated before any daemon is contacted (exit 2).
+`,
+  status: `Usage: fusion status ID [--json]\n\nPrints the task's state, error and usage so far.\n${CONNECT}`,
+  tasks: `Usage: fusion tasks [--state S] [--limit N] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100).\n${CONNECT}`,
+  result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
+  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (at most 600 s) for the task to end; exit 0 when it completed.\n${CONNECT}`,
+  cancel: `Usage: fusion cancel ID [--json]\n\nCancels a running task and waits until its sandboxes are gone; prints the task with its usage.\n${CONNECT}`,
+  validate: 'Usage: fusion validate fusion_investigate|fusion_research [FILE|-]\n\nPrints the normalised arguments as JSON (exit 0) or the exact validation message (exit 2). Creates nothing.\n',
+  models: MODELS_HELP,
+  sandbox: SANDBOX_HELP,
+  fetch: `Usage:\n${FETCH_USAGE}`,
+  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR]\n\nA Model Context Protocol server on stdio (tools fusion_investigate, fusion_research, bg_result); uses the running daemon or starts an embedded one.\n',
+  help: 'Usage: fusion help [COMMAND]\n',
+};
+
+/** `--help` or `-h` anywhere before a bare `--` (after it, the words belong to another program). */
+export function wantsHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end < 0 ? argv : argv.slice(0, end)).some((a) => a === '--help' || a === '-h');
+}
