@@ -14,6 +14,8 @@ import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, FETCH_USAGE } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
+import { signingKeyCommand } from './signing-command.js';
+import { auditCommand } from './audit-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
@@ -64,6 +66,9 @@ Usage:
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
 ${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+  fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
+  fusion audit export TASK -o FILE.tar [--data DIR]      the task's sealed tarball, from the database
+  fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--json]   offline; exit 1 names the first broken member
 
 Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
 anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
@@ -174,6 +179,9 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     return command === undefined ? 2 : 0;
   }
   const client = (args: ParsedArgs): FusionClient => new FusionClient(resolveSocket(args, env));
+  // Signing keys and offline audit (before the generic `keys` handler).
+  if (command === 'keys' && rest[0]?.startsWith('signing-')) return signingKeyCommand(rest, env, io);
+  if (command === 'audit') return auditCommand(rest, env, io);
   switch (command) {
     case 'daemon':
       return runDaemon(parseArgs(rest, DAEMON_FLAGS), env, io);

@@ -26,8 +26,13 @@ export interface BgResult {
     | { present: true; bytes: number; sha256: string; verified: true; header: string; text?: string; path?: string };
   error?: { code: string; message: string; state: string } | null;
   engine?: string;
+  /** True when the answer was checked against the signed task tarball (a signing key is configured). */
+  signed?: boolean;
   usage?: unknown;
 }
+
+/** Extra check of a completed result before delivery (the signed task tarball); throws artifact_error. */
+export type ResultSealCheck = (task: TaskRecord, answerSha256: string, metadata: string) => Promise<void>;
 
 function sha256(buf: Buffer | string): string {
   return createHash('sha256').update(buf).digest('hex');
@@ -55,7 +60,7 @@ interface AttemptDigest {
   tarballSha256: string;
 }
 
-export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto'): Promise<BgResult> {
+export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck): Promise<BgResult> {
   const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
   if (!isTerminal(task.state)) {
     return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
@@ -79,6 +84,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
     if (sha256(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
   }
+  if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
 
   const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
   const fits = answer.length <= INLINE_LIMIT_BYTES;
@@ -98,6 +104,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
       ? { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, text: answer.toString('utf8') }
       : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: result.answerPath },
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
+    ...(sealCheck === undefined ? {} : { signed: true }),
     ...(usage === undefined ? {} : { usage }),
   };
 }

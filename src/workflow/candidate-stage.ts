@@ -15,6 +15,7 @@ import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
+import { verifyAttemptByReplay } from '../audit/replay-attempt.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, watchOutputDir, writeRequestFile } from './staging.js';
@@ -176,6 +177,10 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     // The log and the answer must be what crossed the broker, not what the child says happened.
     crossCheckConversation(verified.records, broker.records);
     checkAnswerProvenance(answer, broker.records);
+    // Do not believe the child about what the repository tools returned: replay them.
+    if (deps.replay !== false) {
+      await verifyAttemptByReplay(deps, run, { name, destDir, tools, logRecords: verified.records, rawCalls: broker.requestedCalls, sandbox: sandboxChoice(run), signal });
+    }
     run.usage.push(usageEntry(stage, provider, broker.usage));
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
