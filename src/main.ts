@@ -39,7 +39,7 @@ import { createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
-import { startMaintenance, type MaintenanceScheduler } from './maintenance/scheduler.js';
+import { startMaintenance, type MaintenanceJobName, type MaintenanceScheduler } from './maintenance/scheduler.js';
 import { runRootPidFile, runBackup, runOrphanReaper, runRetention, runStaleTaskSweep } from './maintenance/jobs.js';
 
 /**
@@ -281,6 +281,12 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
     }),
     metrics: createMetricsEndpoint(store),
+    runMaintenance: (job) => {
+      if (!['retention', 'reaper', 'stale-sweep', 'backup'].includes(job)) {
+        return Promise.reject(new FusionError('not_found', `no maintenance job ${JSON.stringify(job)}; use retention, reaper, stale-sweep or backup`));
+      }
+      return maintenance.runNow(job as MaintenanceJobName);
+    },
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
   });
   let server: Server;

@@ -13,6 +13,7 @@
  *   GET  /v1/tasks/:id/events[?after=&follow=]                   NDJSON events
  *   GET  /v1/events[?follow=]                                     NDJSON events of all tasks
  *   POST /v1/tasks/:id/cancel
+ *   POST /v1/admin/maintenance/:job    retention | reaper | stale-sweep | backup, run now
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FusionError } from '../errors.js';
@@ -36,6 +37,8 @@ export interface ApiContext {
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /** With a signing key: the signed task tarball check bg_result runs before delivery. */
   resultSeal?: ResultSealCheck;
+  /** `POST /v1/admin/maintenance/{job}`: runs one maintenance job now (admin make targets). */
+  runMaintenance?: (job: string) => Promise<unknown>;
 }
 
 const MAX_WAIT_MS = 10 * 60_000;
@@ -95,6 +98,10 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   if (parts.length === 2 && parts[1] === 'health') {
     allow('GET');
     return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox(), ...(await ctx.health?.()) });
+  }
+  if (parts.length === 4 && parts[1] === 'admin' && parts[2] === 'maintenance' && ctx.runMaintenance !== undefined) {
+    allow('POST');
+    return sendJson(res, 200, { job: parts[3], summary: await ctx.runMaintenance(parts[3]!) });
   }
   if (parts.length === 2 && parts[1] === 'events') {
     allow('GET');

@@ -1,0 +1,120 @@
+// What replay verification costs: the same builtin `investigate` over this repository through
+// two in-process daemons (dist/), one replaying every repository tool call before evaluation
+// (the default) and one with replay off, runs interleaved so both see the same machine load.
+//
+//   with_replay_ms / without_replay_ms   submit → completed wall time
+//   replay_overhead_ratio                (p50 with − p50 without) / p50 without; goal ≤ 0.10
+//   replayed_calls                       tool calls replayed in the last run
+//   offline_verify_ms                    `fusion audit verify` of one exported tarball with --replay
+//
+// Env: BENCH_REPLAY_RUNS (default 5); BENCH_SHORT=1 runs 2.
+import process from 'node:process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { randomBytes } from 'node:crypto';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const DIST = join(ROOT, 'dist');
+const RUNS = process.env.BENCH_SHORT === '1' ? 2 : Number(process.env.BENCH_REPLAY_RUNS ?? 5);
+
+function stats(samples) {
+  const s = [...samples].sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+  const round = (x) => Math.round(x * 10) / 10;
+  return { n: s.length, p50: round(q(50)), p90: round(q(90)), mean: round(s.reduce((a, b) => a + b, 0) / s.length), min: round(s[0]), max: round(s[s.length - 1]) };
+}
+
+export async function prerequisites() {
+  const missing = [];
+  if (!existsSync('/usr/bin/bwrap')) missing.push('/usr/bin/bwrap is missing (apt-get install bubblewrap)');
+  if (!existsSync(join(DIST, 'sandbox', 'replay-main.js'))) missing.push('dist/ is not built (make build)');
+  return missing;
+}
+
+const ARGS = {
+  objective: 'Find where the task state machine and its transition table are implemented',
+  background: ['The daemon moves each Fusion task through the states of SPEC section B2'],
+  deliverable: 'The file and lines that define the states and allowed transitions',
+};
+
+async function daemonWith(replay, log) {
+  const { startDaemon, buildConfig } = await import('../dist/src/main.js');
+  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const home = mkdtempSync(join(tmpdir(), 'fusion-bench-replay-'));
+  const runRoot = join(tmpdir(), `fsn-bench-${randomBytes(4).toString('hex')}`);
+  const daemon = await startDaemon(buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', sandbox: 'bwrap' }), { log, workflow: { runRoot, replay } });
+  const client = new FusionClient(daemon.socketPath);
+  return {
+    home,
+    daemon,
+    async run() {
+      const t0 = performance.now();
+      const receipt = await client.call('POST', '/v1/tasks/investigate', { arguments: ARGS, repo: ROOT });
+      const waited = await client.call('GET', `/v1/tasks/${receipt.taskId}/wait?timeoutMs=600000`);
+      if (waited.task.state !== 'completed') throw new Error(`run ended ${waited.task.state}: ${JSON.stringify(waited.task.error)}`);
+      return { ms: performance.now() - t0, taskId: receipt.taskId };
+    },
+    async close() {
+      await daemon.close();
+      rmSync(home, { recursive: true, force: true });
+      rmSync(runRoot, { recursive: true, force: true });
+    },
+  };
+}
+
+export default async function run() {
+  const { silentLogger } = await import('../dist/src/log.js');
+  const { readMembers } = await import('../dist/src/audit/tar-members.js');
+  const { verifyTaskTarball } = await import('../dist/src/audit/offline-verify.js');
+  const log = silentLogger();
+  const on = await daemonWith(true, log);
+  const off = await daemonWith(false, log);
+  const withReplay = [];
+  const without = [];
+  let lastTask;
+  try {
+    // One warm-up run each (page cache, launcher detection), not recorded.
+    await on.run();
+    await off.run();
+    for (let i = 0; i < RUNS; i += 1) {
+      // Alternate which goes first, so neither always runs on a warmer machine.
+      if (i % 2 === 0) {
+        const a = await on.run();
+        withReplay.push(a.ms);
+        lastTask = a.taskId;
+        without.push((await off.run()).ms);
+      } else {
+        without.push((await off.run()).ms);
+        const a = await on.run();
+        withReplay.push(a.ms);
+        lastTask = a.taskId;
+      }
+    }
+    const sealed = await on.daemon.store.getTaskTarball(lastTask);
+    const records = readMembers(sealed.data).filter((m) => m.name.endsWith('.replay.json'));
+    const replayedCalls = records.reduce((n, m) => n + JSON.parse(m.data.toString('utf8')).calls.length, 0);
+    const t0 = performance.now();
+    const report = await verifyTaskTarball(sealed.data, { replayRepo: ROOT });
+    const offlineVerifyMs = performance.now() - t0;
+    if (!report.ok) throw new Error(`offline verify failed: ${JSON.stringify(report.failure)}`);
+    const a = stats(withReplay);
+    const b = stats(without);
+    return {
+      unit: 'ms',
+      runs: RUNS,
+      with_replay_ms: a,
+      without_replay_ms: b,
+      replay_overhead_ratio: Math.round(((a.p50 - b.p50) / b.p50) * 1000) / 1000,
+      goal_ratio: 0.1,
+      replayed_calls: replayedCalls,
+      tarball_bytes: sealed.bytes,
+      offline_verify_ms: Math.round(offlineVerifyMs),
+    };
+  } finally {
+    await on.close();
+    await off.close();
+  }
+}
