@@ -36,7 +36,7 @@ export async function prerequisites() {
 
 const ARGS = {
   objective: 'Find where the task state machine and its transition table are implemented',
-  background: ['The daemon moves each Fusion task through the states of SPEC section B2'],
+  background: ['The daemon moves each Fusion task through the states of its lifecycle'],
   deliverable: 'The file and lines that define the states and allowed transitions',
 };
 
