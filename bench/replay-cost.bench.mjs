@@ -6,8 +6,12 @@
 //   replay_overhead_ratio                (p50 with − p50 without) / p50 without; goal ≤ 0.10
 //   replayed_calls                       tool calls replayed in the last run
 //   offline_verify_ms                    `fusion audit verify` of one exported tarball with --replay
+//   with_model_latency.*                 the same pair with every model call taking MODEL_LATENCY_MS
+//                                        (the builtin engine answers instantly, so a builtin run is
+//                                        all tool execution, which replay re-executes; a remote
+//                                        model spends most of a run thinking)
 //
-// Env: BENCH_REPLAY_RUNS (default 5); BENCH_SHORT=1 runs 2.
+// Env: BENCH_REPLAY_RUNS (default 5), BENCH_MODEL_LATENCY_MS (default 1000); BENCH_SHORT=1 runs 2.
 import process from 'node:process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,10 +19,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = join(ROOT, 'dist');
 const RUNS = process.env.BENCH_SHORT === '1' ? 2 : Number(process.env.BENCH_REPLAY_RUNS ?? 5);
+const MODEL_LATENCY_MS = Number(process.env.BENCH_MODEL_LATENCY_MS ?? 1000);
 
 function stats(samples) {
   const s = [...samples].sort((a, b) => a - b);
@@ -40,12 +46,23 @@ const ARGS = {
   deliverable: 'The file and lines that define the states and allowed transitions',
 };
 
-async function daemonWith(replay, log) {
+/** The builtin roster, every model call delayed by `ms` (a stand-in for a remote model's latency). */
+async function slowRoster(ms) {
+  const { createBuiltinProvider } = await import('../dist/src/models/builtin/index.js');
+  const { fixedRoster } = await import('../dist/src/workflow/roster.js');
+  const slow = (strategy) => {
+    const inner = createBuiltinProvider(strategy);
+    return { id: inner.id, engine: inner.engine, complete: async (req) => { await sleep(ms); return inner.complete(req); } };
+  };
+  return fixedRoster([slow('content-search'), slow('path-search'), slow('definition-search')], slow('content-search'), slow('content-search'));
+}
+
+async function daemonWith(replay, log, roster) {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
   const { FusionClient } = await import('../dist/src/cli/client.js');
   const home = mkdtempSync(join(tmpdir(), 'fusion-bench-replay-'));
   const runRoot = join(tmpdir(), `fsn-bench-${randomBytes(4).toString('hex')}`);
-  const daemon = await startDaemon(buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', sandbox: 'bwrap' }), { log, workflow: { runRoot, replay } });
+  const daemon = await startDaemon(buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', sandbox: 'bwrap' }), { log, workflow: { runRoot, replay }, ...(roster ? { roster } : {}) });
   const client = new FusionClient(daemon.socketPath);
   return {
     home,
@@ -63,6 +80,30 @@ async function daemonWith(replay, log) {
       rmSync(runRoot, { recursive: true, force: true });
     },
   };
+}
+
+/** Interleaved pairs of runs; returns both distributions and the task id of the last replayed run. */
+async function pairs(on, off, runs) {
+  const withReplay = [];
+  const without = [];
+  let lastTask;
+  await on.run();
+  await off.run();
+  for (let i = 0; i < runs; i += 1) {
+    const order = i % 2 === 0 ? [on, off] : [off, on];
+    for (const d of order) {
+      const r = await d.run();
+      if (d === on) {
+        withReplay.push(r.ms);
+        lastTask = r.taskId;
+      } else {
+        without.push(r.ms);
+      }
+    }
+  }
+  const a = stats(withReplay);
+  const b = stats(without);
+  return { with_replay_ms: a, without_replay_ms: b, replay_overhead_ratio: Math.round(((a.p50 - b.p50) / b.p50) * 1000) / 1000, lastTask };
 }
 
 export default async function run() {
@@ -102,6 +143,18 @@ export default async function run() {
     if (!report.ok) throw new Error(`offline verify failed: ${JSON.stringify(report.failure)}`);
     const a = stats(withReplay);
     const b = stats(without);
+    const latency = await (async () => {
+      const roster = await slowRoster(MODEL_LATENCY_MS);
+      const slowOn = await daemonWith(true, log, roster);
+      const slowOff = await daemonWith(false, log, roster);
+      try {
+        const r = await pairs(slowOn, slowOff, RUNS);
+        return { model_latency_ms: MODEL_LATENCY_MS, with_replay_ms: r.with_replay_ms, without_replay_ms: r.without_replay_ms, replay_overhead_ratio: r.replay_overhead_ratio };
+      } finally {
+        await slowOn.close();
+        await slowOff.close();
+      }
+    })();
     return {
       unit: 'ms',
       runs: RUNS,
@@ -112,6 +165,7 @@ export default async function run() {
       replayed_calls: replayedCalls,
       tarball_bytes: sealed.bytes,
       offline_verify_ms: Math.round(offlineVerifyMs),
+      with_model_latency: latency,
     };
   } finally {
     await on.close();

@@ -145,26 +145,36 @@ async function touchedBy(root: string, call: ReplayCall, fileCache: Map<string, 
 }
 
 /**
- * Replays `calls` over `root` in order. Only the repository tools are replayed (a fetch is
- * proven by the broker's own record instead); other calls are left out of the answer.
+ * A replayer over `root`: replays one call at a time, sharing the file and tree digests between
+ * calls (the repository is read-only while it runs). Only repository tools are replayed: a fetch
+ * is proven by the broker's own record instead; for any other name it returns null.
  */
-export async function replayCalls(root: string, calls: readonly ReplayCall[], allowedTools: readonly string[], limits?: Partial<ToolLimits>): Promise<ReplayedCall[]> {
+export function createReplayer(root: string, allowedTools: readonly string[], limits?: Partial<ToolLimits>): (call: ReplayCall) => Promise<ReplayedCall | null> {
   const allowed = new Set(allowedTools);
   const fileCache = new Map<string, string>();
   const treeCache = new Map<string, string>();
-  const out: ReplayedCall[] = [];
-  for (const call of calls) {
-    if (!isToolName(call.tool_name) && allowed.has(call.tool_name)) continue;
+  return async (call) => {
+    if (!isToolName(call.tool_name)) return null;
     const { status, text } = await runLikeTheChild(root, call, allowed, limits);
     const bytes = Buffer.from(text, 'utf8');
-    out.push({
+    return {
       ordinal: call.ordinal,
       tool_name: call.tool_name,
       status,
       result_bytes: bytes.length,
       result_sha256: sha256(bytes),
-      touched: isToolName(call.tool_name) ? await touchedBy(root, call, fileCache, treeCache) : {},
-    });
+      touched: await touchedBy(root, call, fileCache, treeCache),
+    };
+  };
+}
+
+/** Replays `calls` over `root` in order (repository tools only). */
+export async function replayCalls(root: string, calls: readonly ReplayCall[], allowedTools: readonly string[], limits?: Partial<ToolLimits>): Promise<ReplayedCall[]> {
+  const replay = createReplayer(root, allowedTools, limits);
+  const out: ReplayedCall[] = [];
+  for (const call of calls) {
+    const done = await replay(call);
+    if (done !== null) out.push(done);
   }
   return out;
 }

@@ -1,29 +1,38 @@
 /**
- * The workflow's hook for replay verification: called for each candidate attempt after its log,
- * seal and broker cross-checks passed, before anything of it reaches the evaluator. Writes the
- * replay record beside the attempt directory (it goes into the task tarball) whether or not the
- * replay agrees, then throws `child_event_invalid` on the first differing result.
+ * The workflow's hook for replay verification of a candidate attempt. `beginAttemptReplay` starts
+ * a replay sandbox beside the candidate (fed each tool call as the model asks for it); after the
+ * attempt's log, seal and broker cross-checks passed, `complete` binds the replayed calls to the
+ * log, writes the replay record beside the attempt directory (it goes into the task tarball)
+ * whether or not the replay agrees, then throws `child_event_invalid` on the first differing
+ * result. Nothing of the attempt reaches the evaluator before that.
  */
 import { writeFileSync } from 'node:fs';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import type { RunState, WorkflowDeps } from '../workflow/stage-context.js';
-import { buildReplayRecord, compareReplay, replayInSandbox, replayInputs, REPLAY_RECORD_SUFFIX, type RawToolCall } from './replay.js';
+import {
+  alignStreamedReplay, buildReplayRecord, compareReplay, replayInputs, startStreamingReplay, REPLAY_RECORD_SUFFIX, type RawToolCall,
+} from './replay.js';
 
-export interface ReplayAttemptInput {
+export interface AttemptReplayInput {
   /** e.g. `candidate-1.attempt-1`. */
   name: string;
   destDir: string;
   tools: readonly string[];
-  logRecords: readonly ToolCallLogRecord[];
-  rawCalls: readonly RawToolCall[];
+  /** The broker's live list of raw calls the model asked for. */
+  rawCalls: () => readonly RawToolCall[];
   sandbox: 'auto' | 'bwrap' | 'docker';
   signal: AbortSignal;
 }
 
-export async function verifyAttemptByReplay(deps: WorkflowDeps, run: RunState, input: ReplayAttemptInput): Promise<{ replayed: number }> {
-  const calls = replayInputs(input.logRecords, input.rawCalls);
+export interface AttemptReplay {
+  /** Call after the candidate's broker closed and its log verified; throws on a mismatch. */
+  complete(logRecords: readonly ToolCallLogRecord[]): Promise<{ replayed: number }>;
+  abort(): Promise<void>;
+}
+
+export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, input: AttemptReplayInput): Promise<AttemptReplay> {
   const launcher = await deps.launcherFor(input.sandbox);
-  const replayed = await replayInSandbox({
+  const streaming = await startStreamingReplay({
     launcher,
     taskId: run.task.id,
     label: input.name,
@@ -33,12 +42,21 @@ export async function verifyAttemptByReplay(deps: WorkflowDeps, run: RunState, i
     owner: deps.sandboxOwner,
     limits: deps.sandboxLimits,
     tools: input.tools,
-    calls,
+    rawCalls: input.rawCalls,
     signal: input.signal,
   });
-  const record = buildReplayRecord(input.tools, launcher.name, calls, input.logRecords, replayed);
-  writeFileSync(`${input.destDir}${REPLAY_RECORD_SUFFIX}`, `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
-  compareReplay(input.logRecords, replayed);
-  run.log.info({ attemptName: input.name, replayed: replayed.length, backend: launcher.name }, 'tool calls replayed: every result matches');
-  return { replayed: replayed.length };
+  return {
+    abort: () => streaming.abort(),
+    async complete(logRecords) {
+      const raw = input.rawCalls();
+      // The arguments replayed are the ones the log records (same digests, same order).
+      const calls = replayInputs(logRecords, raw);
+      const replayed = alignStreamedReplay(logRecords, await streaming.finish());
+      const record = buildReplayRecord(input.tools, launcher.name, calls, logRecords, replayed);
+      writeFileSync(`${input.destDir}${REPLAY_RECORD_SUFFIX}`, `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
+      compareReplay(logRecords, replayed);
+      run.log.info({ attemptName: input.name, replayed: replayed.length, backend: launcher.name }, 'tool calls replayed: every result matches');
+      return { replayed: replayed.length };
+    },
+  };
 }

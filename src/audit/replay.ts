@@ -22,6 +22,7 @@ import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from 
 import { createStaging, writeRequestFile, type SandboxOwner } from '../workflow/staging.js';
 import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
 import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
+import { startReplayFeed } from './replay-feed.js';
 
 export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
 /** The replay record sits beside the attempt directory: `<attempt>.replay.json`. */
@@ -193,6 +194,113 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
   } finally {
     staging.remove();
   }
+}
+
+export interface StreamingReplay {
+  /** Call once the candidate's broker has closed: waits for the replay and returns what it found, by call index. */
+  finish(): Promise<ReplayedCall[]>;
+  /** Stops the replay sandbox (failure paths); safe to call more than once. */
+  abort(): Promise<void>;
+}
+
+/**
+ * Starts a replay sandbox beside a running candidate: it replays each tool call as soon as the
+ * model has asked for it (fed from the broker's live list of raw calls), so replaying costs
+ * little wall time when the candidate spends its time waiting for the model. Each replayed
+ * call's `ordinal` is its index in the raw call list.
+ */
+export async function startStreamingReplay(options: Omit<SandboxReplayOptions, 'calls'> & { rawCalls: () => readonly RawToolCall[] }): Promise<StreamingReplay> {
+  const started = Date.now();
+  const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
+  let feed: Awaited<ReturnType<typeof startReplayFeed>> | undefined;
+  let handle: Awaited<ReturnType<Launcher['launch']>> | undefined;
+  const cleanup = async (): Promise<void> => {
+    if (handle) await handle.kill().catch(() => undefined);
+    await feed?.close().catch(() => undefined);
+    staging.remove();
+  };
+  try {
+    writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, feed: true });
+    feed = await startReplayFeed(staging.socketPath, options.owner, options.rawCalls);
+    sandboxLaunches.inc({ backend: options.launcher.name });
+    handle = await options.launcher.launch({
+      taskId: options.taskId,
+      label: `${options.label}.replay`,
+      repoDir: options.repoDir,
+      outDir: staging.outDir,
+      codeDir: options.codeDir,
+      brokerSocketPath: staging.socketPath,
+      requestFile: staging.requestFile,
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/replay-main.js`],
+      env: { ...CANDIDATE_ENV },
+      limits: options.limits,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (err) {
+    sandboxFailures.inc({ backend: options.launcher.name, reason: 'replay_launch' });
+    await cleanup();
+    throw err;
+  }
+  const running = handle;
+  const liveFeed = feed;
+  let settled = false;
+  return {
+    async finish() {
+      try {
+        liveFeed.markDone();
+        const exit = await running.exit;
+        if (exit.reason !== 'exited' || exit.exitCode !== 0) {
+          sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+          throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
+        }
+        const replayed = readReplayOutput(join(staging.outDir, 'replay.json'));
+        replayCallsTotal.inc(replayed.length);
+        stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+        return replayed;
+      } finally {
+        settled = true;
+        await cleanup();
+      }
+    },
+    async abort() {
+      if (settled) return;
+      settled = true;
+      await cleanup();
+    },
+  };
+}
+
+function readReplayOutput(out: string): ReplayedCall[] {
+  let st;
+  try {
+    st = lstatSync(out);
+  } catch {
+    throw new FusionError('child_failed', 'the replay sandbox wrote no replay.json');
+  }
+  if (!st.isFile() || st.size > MAX_REPLAY_OUTPUT_BYTES) throw new FusionError('child_failed', 'the replay sandbox wrote no usable replay.json');
+  try {
+    return parseReplayed(readFileSync(out, 'utf8'));
+  } catch (err) {
+    throw new FusionError('child_failed', `the replay output is invalid: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Maps a streamed replay (ordinal = index in the raw call list) onto the log: log record i is
+ * raw call i (replayInputs proved it), so replayed[index] takes that record's ordinal. Calls
+ * past the end of the log (the child stopped before running them) are dropped; a repository
+ * call in the log that was not replayed is an error.
+ */
+export function alignStreamedReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[]): ReplayedCall[] {
+  const byIndex = new Map(replayed.map((r) => [r.ordinal, r]));
+  const out: ReplayedCall[] = [];
+  logRecords.forEach((rec, i) => {
+    if (!isRepoTool(rec.tool_name)) return;
+    const again = byIndex.get(i);
+    if (again === undefined || again.tool_name !== rec.tool_name) throw replayError(`call ${rec.ordinal} (${rec.tool_name}) was not replayed`);
+    out.push({ ...again, ordinal: rec.ordinal });
+  });
+  return out;
 }
 
 export interface OfflineReplayOutcome {

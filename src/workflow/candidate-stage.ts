@@ -15,7 +15,7 @@ import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
-import { verifyAttemptByReplay } from '../audit/replay-attempt.js';
+import { beginAttemptReplay, type AttemptReplay } from '../audit/replay-attempt.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, watchOutputDir, writeRequestFile } from './staging.js';
@@ -137,8 +137,12 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   let outcome: 'succeeded' | 'failed' = 'failed';
   let detail: Record<string, unknown> = {};
   let tarball: { path: string; sha256: string } | undefined;
+  let replay: AttemptReplay | undefined;
   try {
     await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
+    // Do not believe the child about what the repository tools returned: a replay sandbox
+    // re-runs each call as the model asks for it, compared once the log is verified.
+    if (deps.replay !== false) replay = await beginAttemptReplay(deps, run, { name, destDir, tools, rawCalls: () => broker.requestedCalls, sandbox: sandboxChoice(run), signal });
     const launcher = await deps.launcherFor(sandboxChoice(run));
     handle = await launcher.launch({
       taskId: run.task.id,
@@ -177,10 +181,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     // The log and the answer must be what crossed the broker, not what the child says happened.
     crossCheckConversation(verified.records, broker.records);
     checkAnswerProvenance(answer, broker.records);
-    // Do not believe the child about what the repository tools returned: replay them.
-    if (deps.replay !== false) {
-      await verifyAttemptByReplay(deps, run, { name, destDir, tools, logRecords: verified.records, rawCalls: broker.requestedCalls, sandbox: sandboxChoice(run), signal });
-    }
+    if (replay) await replay.complete(verified.records);
     run.usage.push(usageEntry(stage, provider, broker.usage));
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
@@ -196,6 +197,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     throw fe;
   } finally {
     if (handle) await handle.kill().catch(() => undefined);
+    await replay?.abort().catch(() => undefined);
     await broker.close().catch(() => undefined);
     staging.remove();
     await store.finishAttempt(run.task.id, stage, rec.attempt, {

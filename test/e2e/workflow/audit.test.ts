@@ -3,7 +3,7 @@
  * in SQLite at every terminal state, Ed25519 signatures checked by bg_result, replay of every
  * repository tool call before evaluation, and `fusion audit export` / `verify` offline.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -30,6 +30,8 @@ async function cli(argv: string[]): Promise<{ code: number; out: string; err: st
 }
 
 const scratch = mkdtempSync(join(tmpdir(), 'fusion-audit-e2e-'));
+// The sandbox uid must be able to reach a repository copied below it.
+chmodSync(scratch, 0o755);
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** Exports the task with the CLI and verifies the file with the CLI, pinned to the daemon's key. */
@@ -113,11 +115,19 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
         const headerReport = await verifyTaskTarball(header, { publicKey: pinned });
         expect(headerReport.failure?.member, `${m.name} header`).toBe(m.name);
       }
-      // Removing a member (re-packed canonically, so only the removal is wrong).
-      for (const name of ['result/answer.md', 'attempts/candidate-2.attempt-1/supervisor.broker-record.json', 'evaluation.json']) {
-        const without = await packMembers(members.filter((m) => m.name !== name));
+      // A byte of a member's zero padding, and of the end-of-archive blocks.
+      const padded = members.find((m) => m.data.length % 512 !== 0)!;
+      const padding = Buffer.from(original);
+      padding[padded.end - 1]! ^= 0x01;
+      expect((await verifyTaskTarball(padding, { publicKey: pinned })).failure?.member).toBe(padded.name);
+      const trailer = Buffer.from(original);
+      trailer[trailer.length - 1]! ^= 0x01;
+      expect((await verifyTaskTarball(trailer, { publicKey: pinned })).failure?.member).toBe('(end-of-archive blocks)');
+      // Removing any member (re-packed canonically, so only the removal is wrong).
+      for (const m of members) {
+        const without = await packMembers(members.filter((x) => x.name !== m.name));
         const report = await verifyTaskTarball(without, { publicKey: pinned });
-        expect(report.failure?.member).toBe(name);
+        expect(report.failure?.member, m.name).toBe(m.name);
         expect(report.failure?.message).toMatch(/missing/);
       }
       // The wrong public key.
@@ -134,10 +144,13 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       const copy = mkdtempSync(join(scratch, 'repo-'));
       const { cpSync } = await import('node:fs');
       cpSync(d.repo, copy, { recursive: true });
-      appendFileSync(join(copy, RIGHT_FILE), '\n// changed after the run\n');
+      const changed = join(copy, RIGHT_FILE);
+      writeFileSync(changed, readFileSync(changed, 'utf8').replace(/refill/gi, 'restock'));
       const report = await cli(['audit', 'verify', file, '--pubkey', pubkey, '--replay', '--repo', copy]);
       expect(report.code).toBe(1);
-      expect(report.out).toMatch(/repository changed since the run: src\/token-bucket\.js/);
+      // The first call whose result changed names what it depended on: the file it read, or the
+      // tree it searched (a whole-repository grep names `.`).
+      expect(report.out).toMatch(/^BROKEN: attempts\/candidate-\d\.attempt-1\.replay\.json: .*repository changed since the run: (\.|src\/token-bucket\.js|src) \(call \d+, (read|grep|find|ls)\)/m);
     });
 
     it('a consistent rewrite of the answer and its digests no longer reads back as verified', async () => {
@@ -193,14 +206,20 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
     }, 120_000);
 
     it('a tool result that differs from a replay fails the attempt with an audit error', async () => {
-      // After candidate-1's sandbox exited, the file it read changes: the result it logged (and
-      // sent to the model) is no longer what the read-only repository gives, exactly as if the
-      // child had forged it.
+      // candidate-1's replay sandbox sees the ground truth: a repository where the file the
+      // candidates read differs. What candidate-1 logged (and sent to the model) is then not what
+      // the read-only repository gives, exactly as if the child had forged its tool results.
+      const truth = mkdtempSync(join(scratch, 'truth-'));
+      chmodSync(truth, 0o755);
       let repo = '';
       d = await startE2EDaemon({
         hooks: {
-          afterExit: (spec) => {
-            if (spec.label === 'candidate-1.attempt-1') appendFileSync(join(repo, RIGHT_FILE), '\n// forged\n');
+          beforeLaunch: (spec) => {
+            if (spec.label !== 'candidate-1.attempt-1.replay') return spec;
+            cpSync(repo, truth, { recursive: true });
+            const file = join(truth, RIGHT_FILE);
+            writeFileSync(file, readFileSync(file, 'utf8').replace(/refill/gi, 'restock'));
+            return { ...spec, repoDir: truth };
           },
         },
       });
@@ -208,17 +227,17 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       const { taskId } = await d.submit();
       const task = await d.waitTerminal(taskId);
       expect(task.state).toBe('failed');
-      expect(task.error.code).toBe('child_event_invalid');
+      expect(task.error.code, task.error.message).toBe('child_event_invalid');
       expect(task.error.message).toMatch(/tool-call replay failed: call \d+ \((read|grep|find|ls)\): the logged result .* differs from a replay over the read-only repository/);
       // The replay record is kept in the sealed tarball, showing the differing digests, and its
-      // attempt is the failed one. (A sibling still running may have read the changed file too.)
+      // attempt is the failed one.
       const members = readMembers((await d.daemon.store.getTaskTarball(taskId))!.data);
       const records = members.filter((m) => m.name.endsWith('.replay.json')).map((m) => ({
         name: /attempts\/(candidate-\d)\.attempt-1\.replay\.json/.exec(m.name)![1],
         calls: (JSON.parse(m.data.toString('utf8')) as { calls: Array<{ result_sha256: string; replayed_sha256: string }> }).calls,
       }));
       const forged = records.filter((r) => r.calls.some((c) => c.result_sha256 !== c.replayed_sha256));
-      expect(forged.length).toBeGreaterThan(0);
+      expect(forged.map((r) => r.name)).toEqual(['candidate-1']);
       const attempts = await d.daemon.store.listAttempts(taskId);
       for (const r of forged) expect(attempts.find((a) => a.stage === r.name)?.status).toBe('failed');
       expect(existsSync(join(d.home, 'tasks', taskId, 'result'))).toBe(false);

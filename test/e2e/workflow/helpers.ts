@@ -177,6 +177,8 @@ export interface LaunchRecord {
 }
 
 export interface LauncherHooks {
+  /** May replace the spec before launch (e.g. give a replay sandbox another repository). */
+  beforeLaunch?: (spec: SandboxSpec) => SandboxSpec;
   /** Runs after the sandbox exited and before the supervisor sees the exit (tamper seam). */
   afterExit?: (spec: SandboxSpec, exit: SandboxExit) => void | Promise<void>;
 }
@@ -187,7 +189,8 @@ export function trackingLauncher(log: Logger, records: LaunchRecord[], hooks: La
   return {
     name: inner.name,
     check: () => inner.check(),
-    async launch(spec) {
+    async launch(original) {
+      const spec = hooks.beforeLaunch?.(original) ?? original;
       const handle = await inner.launch(spec);
       const record: LaunchRecord = { label: spec.label, taskId: spec.taskId, spec, pid: handle.pid, launchedAt: Date.now() };
       records.push(record);
