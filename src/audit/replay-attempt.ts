@@ -2,15 +2,17 @@
  * The workflow's hook for replay verification of a candidate attempt. `beginAttemptReplay` starts
  * a replay sandbox beside the candidate (fed each tool call as the model asks for it); after the
  * attempt's log, seal and broker cross-checks passed, `complete` binds the replayed calls to the
- * log, writes the replay record beside the attempt directory (it goes into the task tarball)
+ * log, writes the replay record (`<task>/replay/<attempt>.json`; in the task tarball as
+ * `attempts/<attempt>.replay.json`)
  * whether or not the replay agrees, then throws `child_event_invalid` on the first differing
  * result. Nothing of the attempt reaches the evaluator before that.
  */
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import type { RunState, WorkflowDeps } from '../workflow/stage-context.js';
 import {
-  alignStreamedReplay, buildReplayRecord, compareReplay, replayInputs, startStreamingReplay, REPLAY_RECORD_SUFFIX, type RawToolCall,
+  alignStreamedReplay, buildReplayRecord, compareReplay, replayInputs, startStreamingReplay, REPLAY_DIR, type RawToolCall,
 } from './replay.js';
 
 export interface AttemptReplayInput {
@@ -53,7 +55,10 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
       const calls = replayInputs(logRecords, raw);
       const replayed = alignStreamedReplay(logRecords, await streaming.finish());
       const record = buildReplayRecord(input.tools, launcher.name, calls, logRecords, replayed);
-      writeFileSync(`${input.destDir}${REPLAY_RECORD_SUFFIX}`, `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
+      // Kept apart from attempts/ (which holds only attempt directories and their tarballs).
+      const dir = join(dirname(dirname(input.destDir)), REPLAY_DIR);
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      writeFileSync(join(dir, `${basename(input.destDir)}.json`), `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
       compareReplay(logRecords, replayed);
       run.log.info({ attemptName: input.name, replayed: replayed.length, backend: launcher.name }, 'tool calls replayed: every result matches');
       return { replayed: replayed.length };

@@ -8,7 +8,7 @@
  * policy and limits, and compares each result digest with the logged one: a child that lied
  * about what a tool returned fails the attempt with `child_event_invalid`.
  *
- * The replay record (`<attempt>.replay.json`, kept in the task tarball) holds the raw arguments,
+ * The replay record (`<task>/replay/<attempt>.json`, kept in the task tarball) holds the raw arguments,
  * the logged digests and what each call depended on, so an offline auditor can replay it again
  * against a checkout and tell a changed repository from a forged result.
  */
@@ -25,8 +25,10 @@ import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, s
 import { startReplayFeed } from './replay-feed.js';
 
 export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
-/** The replay record sits beside the attempt directory: `<attempt>.replay.json`. */
+/** In a task tarball the replay record of an attempt is `attempts/<attempt>.replay.json`. */
 export const REPLAY_RECORD_SUFFIX = '.replay.json';
+/** On disk, replay records live in `<task dir>/replay/<attempt>.json`. */
+export const REPLAY_DIR = 'replay';
 const MAX_REPLAY_OUTPUT_BYTES = 16 * 1024 * 1024;
 const HEX64 = /^[0-9a-f]{64}$/;
 

@@ -13,7 +13,7 @@
  *   signature.json (Ed25519 over the manifest digest).
  * The bytes are deterministic for the same content (tar-members.ts).
  */
-import { lstatSync, readFileSync, readdirSync } from 'node:fs';
+import { lstatSync, readFileSync, readdirSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalJson, sha256Hex, sourcePolicy, type CanonicalInput } from '../contracts/canonical.js';
 import { FusionError } from '../errors.js';
@@ -24,7 +24,7 @@ import { PROMPTS_VERSION, promptsSha256 } from '../workflow/prompts.js';
 import { tarballBytes, tarballsSealed } from '../metrics/registry.js';
 import { packMembers, type TarMember } from './tar-members.js';
 import { signManifestDigest, type SigningKey } from './signing.js';
-import { REPLAY_RECORD_SUFFIX } from './replay.js';
+import { REPLAY_DIR, REPLAY_RECORD_SUFFIX } from './replay.js';
 
 export const MANIFEST_SCHEMA = 'fusion.task-manifest.v1';
 export const SIGNATURE_SCHEMA = 'fusion.task-signature.v1';
@@ -79,27 +79,29 @@ function regularFile(path: string): Buffer | null {
   }
 }
 
-/** Every file an attempt left: its directory's regular files and its replay record. */
-function attemptMembers(attemptsDir: string): TarMember[] {
-  let entries;
-  try {
-    entries = readdirSync(attemptsDir, { withFileTypes: true });
-  } catch {
-    return [];
-  }
+/** Every file an attempt left: its directory's regular files, and the attempts' replay records. */
+function attemptMembers(attemptsDir: string, replayDir: string): TarMember[] {
   const members: TarMember[] = [];
-  for (const entry of entries) {
-    if (entry.isDirectory()) {
-      for (const file of readdirSync(join(attemptsDir, entry.name), { withFileTypes: true })) {
-        if (!file.isFile()) continue;
-        const data = regularFile(join(attemptsDir, entry.name, file.name));
-        if (data !== null) members.push({ name: `attempts/${entry.name}/${file.name}`, data });
-      }
-    } else if (entry.isFile() && entry.name.endsWith(REPLAY_RECORD_SUFFIX)) {
-      const data = regularFile(join(attemptsDir, entry.name));
-      if (data !== null) members.push({ name: `attempts/${entry.name}`, data });
+  const list = (dir: string): Dirent[] => {
+    try {
+      return readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return [];
     }
+  };
+  for (const entry of list(attemptsDir)) {
     // `<attempt>.tar` is left out: its digest is re-derived from the attempt's files on verify.
+    if (!entry.isDirectory()) continue;
+    for (const file of list(join(attemptsDir, entry.name))) {
+      if (!file.isFile()) continue;
+      const data = regularFile(join(attemptsDir, entry.name, file.name));
+      if (data !== null) members.push({ name: `attempts/${entry.name}/${file.name}`, data });
+    }
+  }
+  for (const entry of list(replayDir)) {
+    if (!entry.isFile() || !entry.name.endsWith('.json')) continue;
+    const data = regularFile(join(replayDir, entry.name));
+    if (data !== null) members.push({ name: `attempts/${entry.name.slice(0, -'.json'.length)}${REPLAY_RECORD_SUFFIX}`, data });
   }
   return members;
 }
@@ -135,7 +137,7 @@ export async function collectTaskMembers(deps: SealDeps, task: TaskRecord): Prom
       tarball_sha256: a.tarballSha256,
     }))),
   });
-  members.push(...attemptMembers(paths.attemptsDir));
+  members.push(...attemptMembers(paths.attemptsDir, join(paths.dir, REPLAY_DIR)));
 
   const anonymization = await store.getCheckpoint(task.id, 'anonymization');
   const candidates = await store.getCheckpoint(task.id, 'candidates');
