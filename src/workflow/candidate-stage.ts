@@ -138,11 +138,16 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   let detail: Record<string, unknown> = {};
   let tarball: { path: string; sha256: string } | undefined;
   let replay: AttemptReplay | undefined;
+  let replayStarting: Promise<AttemptReplay> | undefined;
   try {
     await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
     // Do not believe the child about what the repository tools returned: a replay sandbox
     // re-runs each call as the model asks for it, compared once the log is verified.
-    if (deps.replay !== false) replay = await beginAttemptReplay(deps, run, { name, destDir, tools, rawCalls: () => broker.requestedCalls, sandbox: sandboxChoice(run), signal });
+    // It starts beside the candidate (not before it): the feed serves every call whenever it connects.
+    if (deps.replay !== false) {
+      replayStarting = beginAttemptReplay(deps, run, { name, destDir, tools, rawCalls: () => broker.requestedCalls, sandbox: sandboxChoice(run), signal });
+      replayStarting.catch(() => undefined); // awaited below; never an unhandled rejection meanwhile
+    }
     const launcher = await deps.launcherFor(sandboxChoice(run));
     handle = await launcher.launch({
       taskId: run.task.id,
@@ -164,6 +169,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       log.warn({ why }, 'attempt output over its cap; stopping the sandbox');
       void launched.kill('output_cap');
     });
+    if (replayStarting) replay = await replayStarting;
     const exit = await handle.exit.finally(stopWatch);
     detail = { exit: exitSummary(exit) };
     if (outputOverflow) throw new FusionError('child_limit_exceeded', `${stage} wrote ${outputOverflow}; the sandbox was stopped`, { stage });
@@ -197,6 +203,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     throw fe;
   } finally {
     if (handle) await handle.kill().catch(() => undefined);
+    replay ??= await replayStarting?.catch(() => undefined);
     await replay?.abort().catch(() => undefined);
     await broker.close().catch(() => undefined);
     staging.remove();
