@@ -1,6 +1,8 @@
 // Short mode for CI (`BENCH_SHORT=1`): the same measurements and checks with fewer iterations,
 // so every benchmark runs on every CI run and cannot rot. Ratios from a short run are noisier;
 // compare full runs (`make bench`) for figures.
+import process from 'node:process';
+
 export const SHORT = process.env.BENCH_SHORT === '1';
 
 /** Iteration count: an explicit env override wins, then the short or the full default. */

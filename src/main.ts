@@ -2,7 +2,7 @@
  * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
  * builds concrete adapters, reads the environment, installs signal handlers or exits.
  */
-import { chmodSync, mkdirSync, statSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, statSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler } from './api/routes.js';
 import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
-import { createDockerLauncher } from './launcher/docker.js';
+import { childImage, createDockerLauncher } from './launcher/docker.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
 import { parseResolveList } from './egress/resolve-list.js';
 import { createLauncherFactories } from './launcher/factories.js';
@@ -34,6 +34,14 @@ import type { BudgetConfig } from './tasks/budget.js';
 import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
+import { loadSigningKey, type SigningKey } from './audit/signing.js';
+import { sealTask } from './audit/task-tarball.js';
+import { createResultSealCheck } from './audit/result-seal.js';
+import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
+import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
+import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
+import { startMaintenance, type MaintenanceJobName, type MaintenanceScheduler } from './maintenance/scheduler.js';
+import { runRootPidFile, runBackup, runOrphanReaper, runRetention, runStaleTaskSweep } from './maintenance/jobs.js';
 
 /**
  * dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. When this
@@ -63,6 +71,10 @@ export interface DaemonOverrides {
   launcherFactories?: LauncherFactories;
   /** Extra workflow dependencies (test seams: a wrapping launcher, random bytes, limits). */
   workflow?: Partial<WorkflowDeps>;
+  /** Maintenance settings over the environment's (tests use short intervals). */
+  maintenance?: Partial<MaintenanceConfig>;
+  /** cgroup roots the reaper searches (default /sys/fs/cgroup). */
+  cgroupRoots?: string[];
 }
 
 export interface Daemon {
@@ -71,6 +83,9 @@ export interface Daemon {
   store: Store;
   log: Logger;
   socketPath: string;
+  /** The task tarball signing key, when `fusion keys signing-init` created one. */
+  signingKey: SigningKey | null;
+  maintenance: MaintenanceScheduler;
   close(): Promise<void>;
 }
 
@@ -100,6 +115,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   mkdirSync(paths.tasksDir, { recursive: true, mode: 0o700 });
   // Before anything shared is touched: refuse to run beside a live daemon on the same socket.
   await assertNoLiveDaemon(config.socketPath);
+  // A signing key readable by others is a start-up error, not a silent unsigned run.
+  const signingKey = loadSigningKey(config.home);
   const store = await openSqliteStore({ file: paths.dbFile, log });
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
@@ -116,7 +133,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     const key = choice === 'auto' ? config.sandbox : choice;
     let p = launchers.get(key);
     if (!p) {
-      p = selectLauncher(key, factories);
+      p = selectLauncher(key, factories).then(instrumentLauncher);
       // A failed probe is not cached: the admin may install the backend and retry.
       p.catch(() => launchers.delete(key));
       launchers.set(key, p);
@@ -145,6 +162,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // only and nothing in it is live at start-up: leftovers of a killed daemon are removed.
   const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
   prepareRunRoot(runRoot);
+  // Marks the run root live, so another home's reaper never removes it.
+  writeFileSync(runRootPidFile(runRoot), `${process.pid}\n`, { mode: 0o644 });
 
   // The egress guard for research fetches; its admin seams are announced loudly by the guard.
   let guardedFetch: ReturnType<typeof createGuardedFetch>;
@@ -159,7 +178,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     throw new FusionError('invalid_config', `egress configuration is invalid: ${(err as Error).message}`, { cause: err });
   }
 
-  const stageWorkers = createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log });
+  const stageWorkers = instrumentStageWorkers(createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log }));
   const runner =
     overrides.runner ??
     createFusionWorkflow({
@@ -170,7 +189,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       stageJobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'),
       launcherFor,
       rosterFor,
-      fetcher: toBrokerFetcher(guardedFetch),
+      fetcher: instrumentFetcher(toBrokerFetcher(guardedFetch)),
       stageWorkers,
       sandboxOwner,
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
@@ -178,13 +197,29 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     });
 
   // No container of this daemon can be live before recovery: reap them before resumed tasks
-  // launch new ones.
-  if (!overrides.launcherFactories && config.sandbox !== 'bwrap') {
-    const docker = createDockerLauncher({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, owner: dockerOwner });
-    if ((await docker.check()).ok) {
-      await docker.reapOrphans(new Set()).catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'orphan container reaping failed'));
-    }
+  // launch new ones, whatever the backend now (a daemon restarted with bwrap still owns the
+  // containers its killed predecessor left).
+  const docker = !overrides.launcherFactories && existsSync('/var/run/docker.sock')
+    ? createDockerLauncher({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, owner: dockerOwner })
+    : undefined;
+  if (docker !== undefined) {
+    await docker.reapOrphans(new Set()).catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'orphan container reaping failed'));
   }
+  const sealDeps = {
+    store,
+    tasksDir: paths.tasksDir,
+    signingKey,
+    describeModels: (t: { options: string }) => {
+      try {
+        return rosterFor(JSON.parse(t.options) as TaskOptions).describe();
+      } catch (err) {
+        return { error: (err as Error).message };
+      }
+    },
+    log,
+  };
+  if (signingKey) log.info({ publicKeySha256: signingKey.publicKeySha256 }, 'task tarballs are signed (Ed25519)');
+  else log.warn({ home: config.home }, 'no signing key: task tarballs are sealed unsigned (fusion keys signing-init creates one)');
 
   const tasks = new TaskService({
     store,
@@ -195,9 +230,32 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     tasksDir: paths.tasksDir,
     // A bad model override is an input error at submit time, before anything exists.
     preflightOptions: (options) => rosterFor(options).budget,
+    onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
   });
   const recovered = await tasks.recover();
   if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
+
+  const maint = maintenanceConfig(config.home, overrides.env ?? {}, overrides.maintenance);
+  mkdirSync(maint.backupDir, { recursive: true, mode: 0o700 });
+  const running = (): Set<string> => tasks.runningTaskIds();
+  const maintenance = await startMaintenance({
+    jobFile: join(CODE_DIR, 'jobs', 'maintenance-tick.js'),
+    log,
+    jobs: [
+      { name: 'retention', intervalMs: maint.retentionIntervalMs, run: () => runRetention({ store, tasksDir: paths.tasksDir, olderThanDays: maint.retentionDays, running, log }) },
+      {
+        name: 'reaper',
+        intervalMs: maint.reaperIntervalMs,
+        run: () => runOrphanReaper({
+          ...(docker ? { reapContainers: (live: Set<string>) => docker.reapOrphans(live) } : {}),
+          running, tmpDir: tmpdir(), runRoot, staleAfterMs: maint.reaperStaleAfterMs,
+          cgroupRoots: overrides.cgroupRoots ?? ['/sys/fs/cgroup'], log,
+        }),
+      },
+      { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log }) },
+      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log }) },
+    ],
+  });
 
   const startedAt = new Date().toISOString();
   const handler = createApiHandler({
@@ -213,11 +271,30 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         return { ok: false, reason: (err as Error).message };
       }
     },
+    health: createHealthFacts({
+      database: async () => {
+        const p = await store.pragmas();
+        return { file: store.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
+      },
+      providers: () => rosterSource.describe(),
+      queue: () => ({ queued: dispatcher.queued, running: dispatcher.running }),
+      image: (backend) => (backend === 'docker' ? childImage() : null),
+      sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
+    }),
+    metrics: createMetricsEndpoint(store),
+    runMaintenance: (job) => {
+      if (!['retention', 'reaper', 'stale-sweep', 'backup'].includes(job)) {
+        return Promise.reject(new FusionError('not_found', `no maintenance job ${JSON.stringify(job)}; use retention, reaper, stale-sweep or backup`));
+      }
+      return maintenance.runNow(job as MaintenanceJobName);
+    },
+    ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
   });
   let server: Server;
   try {
     server = await listenOnSocket(config.socketPath, handler);
   } catch (err) {
+    await maintenance.stop();
     await tasks.shutdown();
     await store.close();
     throw err;
@@ -231,11 +308,15 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     store,
     log,
     socketPath: config.socketPath,
+    signingKey,
+    maintenance,
     close: () =>
       (closing ??= (async () => {
         log.info({}, 'fusion daemon shutting down');
         await closeServer(server, config.socketPath);
+        await maintenance.stop();
         await tasks.shutdown();
+        rmSync(runRootPidFile(runRoot), { force: true });
         await stageWorkers.stop();
         await guardedFetch.close();
         await store.close();

@@ -3,6 +3,7 @@
  * envelope `{"error":{"code","message","details"}}`.
  *
  *   GET  /v1/health
+ *   GET  /metrics                        Prometheus text
  *   POST /v1/tasks/investigate          {arguments, repo, options?} → 202 receipt
  *   POST /v1/tasks/research             {arguments, repo, options?} → 202 receipt
  *   GET  /v1/tasks[?state=&limit=]      list
@@ -12,6 +13,7 @@
  *   GET  /v1/tasks/:id/events[?after=&follow=]                   NDJSON events
  *   GET  /v1/events[?follow=]                                     NDJSON events of all tasks
  *   POST /v1/tasks/:id/cancel
+ *   POST /v1/admin/maintenance/:job    retention | reaper | stale-sweep | backup, run now
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FusionError } from '../errors.js';
@@ -19,7 +21,7 @@ import type { Logger } from '../log.js';
 import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
 import type { TaskService } from '../tasks/task-service.js';
 import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
-import { readBgResult } from '../tasks/result-reader.js';
+import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 
@@ -29,6 +31,14 @@ export interface ApiContext {
   version: string;
   startedAt: string;
   sandbox: () => Promise<Record<string, unknown>>;
+  /** More health facts (database, providers, queue depth…), merged into `GET /v1/health`. */
+  health?: () => Promise<Record<string, unknown>>;
+  /** `GET /metrics`: Prometheus text exposition. */
+  metrics?: () => Promise<{ contentType: string; body: string }>;
+  /** With a signing key: the signed task tarball check bg_result runs before delivery. */
+  resultSeal?: ResultSealCheck;
+  /** `POST /v1/admin/maintenance/{job}`: runs one maintenance job now (admin make targets). */
+  runMaintenance?: (job: string) => Promise<unknown>;
 }
 
 const MAX_WAIT_MS = 10 * 60_000;
@@ -76,11 +86,22 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   const allow = (m: string): void => {
     if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${m}`);
   };
+  if (url.pathname === '/metrics' && ctx.metrics !== undefined) {
+    allow('GET');
+    const { contentType, body } = await ctx.metrics();
+    res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+    return;
+  }
   if (parts[0] !== 'v1') throw new FusionError('not_found', `no route ${url.pathname}`);
 
   if (parts.length === 2 && parts[1] === 'health') {
     allow('GET');
-    return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox() });
+    return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox(), ...(await ctx.health?.()) });
+  }
+  if (parts.length === 4 && parts[1] === 'admin' && parts[2] === 'maintenance' && ctx.runMaintenance !== undefined) {
+    allow('POST');
+    return sendJson(res, 200, { job: parts[3], summary: await ctx.runMaintenance(parts[3]!) });
   }
   if (parts.length === 2 && parts[1] === 'events') {
     allow('GET');
@@ -113,7 +134,7 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       allow('GET');
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await ctx.tasks.get(id), delivery as DeliveryMode));
+      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await ctx.tasks.get(id), delivery as DeliveryMode, ctx.resultSeal));
     }
     case 'wait': {
       allow('GET');

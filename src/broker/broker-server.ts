@@ -88,6 +88,11 @@ export interface BrokerHandle {
   readonly usage: BrokerUsage;
   /** The last failed model call as the provider described it (redacted; host side only). */
   readonly lastModelError: { code: string; message: string } | undefined;
+  /**
+   * Every tool call the model asked for in answers delivered to the child, in order, with its
+   * raw arguments text (host side only; the replay verification re-runs them).
+   */
+  readonly requestedCalls: ReadonlyArray<{ name: string; arguments: string }>;
   close(): Promise<void>;
 }
 
@@ -117,6 +122,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
   const maxFetches = CHILD_LIMITS.maxToolCalls;
   const declared = new Set(options.declaredUrls);
   const records: BrokerRecord[] = [];
+  const requestedCalls: Array<{ name: string; arguments: string }> = [];
   const usage: BrokerUsage = { inputTokens: 0, outputTokens: 0, requests: 0 };
   const lifetime = new AbortController();
   let modelArrivals = 0;
@@ -148,6 +154,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
     let responseBytes = 0;
     let toolCallsRequested = 0;
     let provenance: Pick<BrokerModelRecord, 'requested_calls' | 'sent_results' | 'content_sha256'> = {};
+    let rawCalls: Array<{ name: string; arguments: string }> = [];
     let ok = false;
     let code: string | undefined;
     let purpose: string | undefined;
@@ -181,6 +188,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
         sent_results: sentResults,
         content_sha256: sha256(response.content),
       };
+      rawCalls = response.toolCalls.map((c) => ({ name: c.name, arguments: c.arguments }));
       // No model name, provider id or credential crosses to the child.
       const out: ModelTurnResponse = {
         message: { role: 'assistant', content: response.content, tool_calls: response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) },
@@ -207,6 +215,8 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       const durationMs = Math.max(0, Date.now() - startedMs);
       const record: BrokerModelRecord = { kind: 'model', ordinal, at, durationMs, requestBytes, responseBytes, toolCallsRequested, ok, ...provenance };
       records.push(record);
+      // Same order as the records' requested_calls: only answers the child received count.
+      if (ok) requestedCalls.push(...rawCalls);
       log.info({ kind: 'model', ordinal, purpose, ok, code, durationMs, requestBytes, responseBytes, toolCallsRequested }, 'broker model call');
     }
   }
@@ -397,6 +407,9 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
     },
     get lastModelError() {
       return lastModelError;
+    },
+    get requestedCalls() {
+      return requestedCalls;
     },
     close,
   };

@@ -39,6 +39,10 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
 ${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+  fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
+  fusion audit export TASK -o FILE.tar [--data DIR]      the task's sealed tarball, from the database
+  fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--json]
+                                     offline; exit 1 names the first broken member
   fusion help [COMMAND]              this overview, or one command's help (also: fusion COMMAND --help)
 
 Every command also takes --socket PATH and --data DIR (where to find the daemon).
@@ -82,6 +86,19 @@ The arguments, sources included, are validated before any daemon is contacted (e
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
   mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR]\n\nA Model Context Protocol server on stdio (tools fusion_investigate, fusion_research, bg_result); uses the running daemon or starts an embedded one.\n',
+  keys: `Usage: fusion keys signing-init|signing-public [--data DIR]
+
+signing-init creates the Ed25519 key pair that signs every task tarball (private key 0600 in the
+data directory; refuses to replace one); signing-public prints the public key (PEM) for auditors.
+`,
+  audit: `Usage: fusion audit export TASK -o FILE.tar [--data DIR]
+       fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--data DIR] [--json]
+
+export writes the task's sealed tarball from the database. verify checks a tarball offline (no
+daemon): structure, signature (against --pubkey when given), every member digest, every log and
+seal, the broker cross-checks and, with --replay, every repository tool call again. Exit 0 when
+all hold; exit 1 naming the first broken member.
+`,
   help: 'Usage: fusion help [COMMAND]\n',
 };
 

@@ -14,6 +14,8 @@ import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
+import { signingKeyCommand } from './signing-command.js';
+import { auditCommand } from './audit-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
@@ -188,6 +190,9 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     return 0;
   }
   const client = (args: ParsedArgs): FusionClient => new FusionClient(resolveSocket(args, env));
+  // Signing keys and offline audit (before the generic `keys` handler).
+  if (command === 'keys' && rest[0]?.startsWith('signing-')) return signingKeyCommand(rest, env, io);
+  if (command === 'audit') return auditCommand(rest, env, io);
   switch (command) {
     case 'daemon':
       return runDaemon(parseArgs(rest, DAEMON_FLAGS), env, io);

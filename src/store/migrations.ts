@@ -139,6 +139,24 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    name: 'task-tarballs',
+    // One sealed tarball per terminal task, kept in the database itself so that a task's record
+    // survives without its directory and any daemon reading the database can serve it.
+    sql: `
+      CREATE TABLE task_tarballs (
+        task_id TEXT PRIMARY KEY NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        sha256 TEXT NOT NULL CHECK (length(sha256) = 64),
+        bytes INTEGER NOT NULL CHECK (bytes >= 0),
+        manifest_sha256 TEXT NOT NULL CHECK (length(manifest_sha256) = 64),
+        signature TEXT,
+        public_key_sha256 TEXT,
+        created_at TEXT NOT NULL,
+        data BLOB NOT NULL CHECK (length(data) = bytes)
+      );
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

@@ -91,6 +91,21 @@ export interface ResultRecord {
   committedAt: string;
 }
 
+/** A task's sealed tarball as stored (the bytes live in the database, not on disk). */
+export interface TaskTarballRecord {
+  taskId: string;
+  sha256: string;
+  bytes: number;
+  /** sha256 of the manifest member; the signature is over it. */
+  manifestSha256: string;
+  /** Ed25519 signature (base64), null when no signing key was configured. */
+  signature: string | null;
+  /** sha256 of the signing public key (DER), null when unsigned. */
+  publicKeySha256: string | null;
+  createdAt: string;
+  data: Buffer;
+}
+
 export interface ListTasksQuery {
   state?: TaskState;
   limit?: number;
@@ -136,4 +151,16 @@ export interface Store {
   /** Commits the result and moves `merging → completed` in one transaction; null if the task was not merging. */
   commitResult(result: ResultRecord, patch?: TransitionPatch): Promise<TaskRecord | null>;
   getResult(taskId: string): Promise<ResultRecord | null>;
+
+  /** Stores a task's sealed tarball once; false when the task already has one (evidence is never replaced). */
+  saveTaskTarball(record: TaskTarballRecord): Promise<boolean>;
+  getTaskTarball(taskId: string): Promise<TaskTarballRecord | null>;
+  /** Terminal tasks last updated before `beforeIso`, oldest first (retention). */
+  listTerminalTasksBefore(beforeIso: string, limit: number): Promise<TaskRecord[]>;
+  /** Deletes a terminal task with everything keyed to it; false when absent or not terminal. */
+  deleteTerminalTask(taskId: string): Promise<boolean>;
+  /** Task count per state (metrics). */
+  countTasksByState(): Promise<Record<string, number>>;
+  /** Online copy of the whole database into a new file (sqlite's backup API). */
+  backupTo(file: string): Promise<void>;
 }

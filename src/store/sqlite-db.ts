@@ -142,6 +142,33 @@ export class SqliteDb {
     });
   }
 
+  /**
+   * Online backup into `file` (which must not exist yet) through sqlite's backup API: a
+   * consistent copy while the daemon keeps writing. Queued like any statement, so it never
+   * starts inside an open transaction of ours.
+   */
+  backupTo(file: string): Promise<void> {
+    return this.exclusive(() => new Promise<void>((resolve, reject) => {
+      this.checkOpen();
+      // sqlite3 ships no typings for its Backup class; this is the part of it used here.
+      const db = this.db as unknown as { backup(file: string, cb: (err: Error | null) => void): SqliteBackup };
+      const backup = db.backup(file, (err: Error | null) => {
+        if (err) {
+          reject(wrapError(err, 'backup'));
+          return;
+        }
+        // -1: every remaining page in one step.
+        backup.step(-1, (stepErr: Error | null) => {
+          if (stepErr !== null && !backup.completed) {
+            backup.finish(() => reject(wrapError(stepErr, 'backup step')));
+            return;
+          }
+          backup.finish((finishErr: Error | null) => (finishErr ? reject(wrapError(finishErr, 'backup finish')) : resolve()));
+        });
+      });
+    }));
+  }
+
   /** Waits for queued work, then closes. Later calls fail with store_error; a second close is a no-op. */
   async close(): Promise<void> {
     if (this.closing) return;
@@ -207,6 +234,12 @@ export class SqliteDb {
       });
     });
   }
+}
+
+interface SqliteBackup {
+  readonly completed: boolean;
+  step(pages: number, cb: (err: Error | null) => void): void;
+  finish(cb: (err: Error | null) => void): void;
 }
 
 /** Creates `file` with mode 0600 if it does not exist; an existing file is left as it is. */

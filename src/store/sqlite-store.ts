@@ -9,7 +9,7 @@ import { untrusted, type Logger } from '../log.js';
 import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../tasks/state-machine.js';
 import type {
   AttemptRecord, ListTasksQuery, NewTask, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
-  TransitionPatch,
+  TaskTarballRecord, TransitionPatch,
 } from './port.js';
 import { migrate } from './migrations.js';
 import { SqliteDb, sqliteCodeOf, type SqlExecutor, type SqlParam } from './sqlite-db.js';
@@ -322,6 +322,66 @@ class SqliteStoreImpl implements SqliteStore {
       [taskId],
     );
     return row === undefined ? null : toResultRecord(row);
+  }
+
+  async saveTaskTarball(record: TaskTarballRecord): Promise<boolean> {
+    try {
+      const { changes } = await this.db.run(
+        `INSERT INTO task_tarballs (task_id, sha256, bytes, manifest_sha256, signature, public_key_sha256, created_at, data)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`,
+        [record.taskId, record.sha256, record.bytes, record.manifestSha256, record.signature, record.publicKeySha256,
+          record.createdAt, record.data],
+      );
+      return changes === 1;
+    } catch (err) {
+      if (isConstraint(err, 'FOREIGN KEY')) throw noTask(record.taskId);
+      throw err;
+    }
+  }
+
+  async getTaskTarball(taskId: string): Promise<TaskTarballRecord | null> {
+    const row = await this.db.get<{
+      task_id: string; sha256: string; bytes: number; manifest_sha256: string; signature: string | null;
+      public_key_sha256: string | null; created_at: string; data: Buffer;
+    }>(
+      `SELECT task_id, sha256, bytes, manifest_sha256, signature, public_key_sha256, created_at, data
+         FROM task_tarballs WHERE task_id = ?`,
+      [taskId],
+    );
+    if (row === undefined) return null;
+    return {
+      taskId: row.task_id, sha256: row.sha256, bytes: row.bytes, manifestSha256: row.manifest_sha256,
+      signature: row.signature, publicKeySha256: row.public_key_sha256, createdAt: row.created_at, data: row.data,
+    };
+  }
+
+  async listTerminalTasksBefore(beforeIso: string, limit: number): Promise<TaskRecord[]> {
+    const terminal = [...TERMINAL_STATES];
+    const rows = await this.db.all<TaskRow>(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE state IN (${terminal.map(() => '?').join(', ')}) AND updated_at < ?
+         ORDER BY updated_at, rowid LIMIT ?`,
+      [...terminal, beforeIso, limit],
+    );
+    return rows.map(toTaskRecord);
+  }
+
+  async deleteTerminalTask(taskId: string): Promise<boolean> {
+    const terminal = [...TERMINAL_STATES];
+    // ON DELETE CASCADE removes its events, checkpoints, attempts, result and tarball with it.
+    const { changes } = await this.db.run(
+      `DELETE FROM tasks WHERE id = ? AND state IN (${terminal.map(() => '?').join(', ')})`,
+      [taskId, ...terminal],
+    );
+    return changes === 1;
+  }
+
+  async countTasksByState(): Promise<Record<string, number>> {
+    const rows = await this.db.all<{ state: string; n: number }>('SELECT state, COUNT(*) AS n FROM tasks GROUP BY state');
+    return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+  }
+
+  backupTo(file: string): Promise<void> {
+    return this.db.backupTo(file);
   }
 
   /**

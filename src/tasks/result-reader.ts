@@ -28,8 +28,13 @@ export interface BgResult {
   engine?: string;
   /** The supervisor's check of every citation in the delivered answer. */
   citations?: unknown;
+  /** True when the answer was checked against the signed task tarball (a signing key is configured). */
+  signed?: boolean;
   usage?: unknown;
 }
+
+/** Extra check of a completed result before delivery (the signed task tarball); throws artifact_error. */
+export type ResultSealCheck = (task: TaskRecord, answerSha256: string, metadata: string) => Promise<void>;
 
 /** Usage is attached to the first retrieval of a terminal task, whatever its end: every call was paid for. */
 async function firstUsage(store: Store, task: TaskRecord): Promise<unknown> {
@@ -62,7 +67,7 @@ interface AttemptDigest {
   tarballSha256: string;
 }
 
-export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto'): Promise<BgResult> {
+export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck): Promise<BgResult> {
   const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
   if (!isTerminal(task.state)) {
     return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
@@ -87,6 +92,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
     if (sha256(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
   }
+  if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
 
   const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
   const fits = answer.length <= INLINE_LIMIT_BYTES;
@@ -107,6 +113,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
       : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: result.answerPath },
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
     ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
+    ...(sealCheck === undefined ? {} : { signed: true }),
     ...(usage === undefined ? {} : { usage }),
   };
 }

@@ -40,6 +40,12 @@ export interface TaskServiceDeps {
   preflightOptions?: (options: TaskOptions) => BudgetConfig | undefined;
   /** How long cancel waits for the task's sandboxes to be gone. */
   cancelSettleMs?: number;
+  /**
+   * Called once a task is terminal and its run has settled (the sealed task tarball); before
+   * the terminal notification is published for completed and failed tasks. Its errors are
+   * logged, never change the task.
+   */
+  onTerminal?: (taskId: string) => Promise<void>;
 }
 
 export interface SubmitRequest {
@@ -135,6 +141,7 @@ export class TaskService {
         // The stopped run has recorded the usage of every model call it made: return it too.
         return (await this.deps.store.getTask(taskId)) ?? moved;
       }
+      await this.terminalHook(taskId);
       return moved;
     }
   }
@@ -225,7 +232,12 @@ export class TaskService {
       taskId: task.id,
       store,
       transition: async (to, patch) => moved(await store.transitionTask(task.id, current, to, patch), to),
-      commit: async (result, patch) => moved(await store.commitResult(result, patch), 'completed'),
+      commit: async (result, patch) => {
+        const next = await store.commitResult(result, patch);
+        // Sealed before anyone is told the task completed, so bg_result can check the seal.
+        if (next) await this.terminalHook(task.id);
+        return moved(next, 'completed');
+      },
       progress: async (data) => {
         await store.appendEvent(task.id, 'progress', data);
         await this.publishNewEvents(task.id);
@@ -254,10 +266,25 @@ export class TaskService {
         error: { code: err.code, message: err.message, state: task.state },
       });
       if (done) {
+        await this.terminalHook(taskId);
         await this.publishNewEvents(taskId);
         this.log.warn({ taskId, state: task.state, code: err.code, err: err.message }, 'task failed');
         return;
       }
+    }
+  }
+
+  /** Ids of the tasks this daemon is running now (their runs have not settled). */
+  runningTaskIds(): Set<string> {
+    return new Set(this.controllers.keys());
+  }
+
+  private async terminalHook(taskId: string): Promise<void> {
+    if (this.deps.onTerminal === undefined) return;
+    try {
+      await this.deps.onTerminal(taskId);
+    } catch (err) {
+      this.log.error({ taskId, err: toFusionError(err) }, 'terminal hook failed (task tarball not sealed)');
     }
   }
 

@@ -15,6 +15,7 @@ import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
+import { beginAttemptReplay, type AttemptReplay } from '../audit/replay-attempt.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, watchOutputDir, writeRequestFile } from './staging.js';
@@ -136,8 +137,17 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   let outcome: 'succeeded' | 'failed' = 'failed';
   let detail: Record<string, unknown> = {};
   let tarball: { path: string; sha256: string } | undefined;
+  let replay: AttemptReplay | undefined;
+  let replayStarting: Promise<AttemptReplay> | undefined;
   try {
     await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
+    // Do not believe the child about what the repository tools returned: a replay sandbox
+    // re-runs each call as the model asks for it, compared once the log is verified.
+    // It starts beside the candidate (not before it): the feed serves every call whenever it connects.
+    if (deps.replay !== false) {
+      replayStarting = beginAttemptReplay(deps, run, { name, destDir, tools, rawCalls: () => broker.requestedCalls, sandbox: sandboxChoice(run), signal });
+      replayStarting.catch(() => undefined); // awaited below; never an unhandled rejection meanwhile
+    }
     const launcher = await deps.launcherFor(sandboxChoice(run));
     handle = await launcher.launch({
       taskId: run.task.id,
@@ -159,6 +169,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       log.warn({ why }, 'attempt output over its cap; stopping the sandbox');
       void launched.kill('output_cap');
     });
+    if (replayStarting) replay = await replayStarting;
     const exit = await handle.exit.finally(stopWatch);
     detail = { exit: exitSummary(exit) };
     if (outputOverflow) throw new FusionError('child_limit_exceeded', `${stage} wrote ${outputOverflow}; the sandbox was stopped`, { stage });
@@ -176,6 +187,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     // The log and the answer must be what crossed the broker, not what the child says happened.
     crossCheckConversation(verified.records, broker.records);
     checkAnswerProvenance(answer, broker.records);
+    if (replay) await replay.complete(verified.records);
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
     run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
@@ -190,6 +202,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     throw fe;
   } finally {
     if (handle) await handle.kill().catch(() => undefined);
+    replay ??= await replayStarting?.catch(() => undefined);
+    await replay?.abort().catch(() => undefined);
     await broker.close().catch(() => undefined);
     // Every model call this attempt made was paid for, whether the attempt succeeded or not.
     if (broker.usage.requests > 0) run.usage.push(usageEntry(stage, provider, broker.usage));

@@ -36,6 +36,8 @@ export interface WorkflowDeps {
   randomBytes4?: () => Buffer;
   /** Stage worker wall timeout. */
   stageTimeoutMs?: number;
+  /** Replay every repository tool call before evaluation (default true; false only for benchmarks' baseline). */
+  replay?: boolean;
 }
 
 export interface UsageEntry {

@@ -60,11 +60,12 @@ describeWithBwrap('fusion workflow e2e: failures', () => {
     });
     const { taskId } = await d.submit();
     await siblingsUp.done;
-    // Every sandbox of the task, down to the node child, while all three run.
+    // Every sandbox of the task, down to the node child, while all three run (with the replay
+    // sandbox beside each candidate).
     const snapshot: ProcInfo[] = await waitFor('three sandboxes with their children', () => {
-      const pids = d!.launches.map((l) => l.pid!).filter(Boolean);
-      const tree = treeOf(pids);
-      return pids.length === 3 && tree.length >= 9 ? tree : undefined;
+      const candidates = d!.launches.filter((l) => !l.label.endsWith('.replay')).map((l) => l.pid!).filter(Boolean);
+      const tree = treeOf(d!.launches.map((l) => l.pid!).filter(Boolean));
+      return candidates.length === 3 && treeOf(candidates).length >= 9 ? tree : undefined;
     });
     expect(snapshot.every((p) => p.uid === EXPECTED_SANDBOX_UID)).toBe(true);
     // The probe used after the run sees them too (it is not vacuous).

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'vitest';
-import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
+import { buildConfig, startDaemon, type Daemon, type DaemonOverrides } from '../../../src/main.js';
 import type { Logger } from '../../../src/log.js';
 import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
 import type { Launcher, SandboxExit, SandboxHandle, SandboxSpec } from '../../../src/launcher/port.js';
@@ -177,6 +177,8 @@ export interface LaunchRecord {
 }
 
 export interface LauncherHooks {
+  /** May replace the spec before launch (e.g. give a replay sandbox another repository). */
+  beforeLaunch?: (spec: SandboxSpec) => SandboxSpec;
   /** Runs after the sandbox exited and before the supervisor sees the exit (tamper seam). */
   afterExit?: (spec: SandboxSpec, exit: SandboxExit) => void | Promise<void>;
 }
@@ -187,7 +189,8 @@ export function trackingLauncher(log: Logger, records: LaunchRecord[], hooks: La
   return {
     name: inner.name,
     check: () => inner.check(),
-    async launch(spec) {
+    async launch(original) {
+      const spec = hooks.beforeLaunch?.(original) ?? original;
       const handle = await inner.launch(spec);
       const record: LaunchRecord = { label: spec.label, taskId: spec.taskId, spec, pid: handle.pid, launchedAt: Date.now() };
       records.push(record);
@@ -237,10 +240,15 @@ export interface E2EOptions {
   roster?: Roster;
   hooks?: LauncherHooks;
   workflow?: Partial<WorkflowDeps>;
+  /** Runs on the fresh data directory before the daemon starts (e.g. to create a signing key). */
+  prepareHome?: (home: string) => void;
+  /** Maintenance settings (short schedules in tests). */
+  maintenance?: DaemonOverrides['maintenance'];
 }
 
 export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemon> {
   const home = mkdtempSync(join(tmpdir(), 'fusion-e2e-home-'));
+  options.prepareHome?.(home);
   const fixture = copyFixtureRepo();
   const runRoot = freshRunRoot();
   const logs = captureLogs();
@@ -252,6 +260,7 @@ export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemo
     log: logs.log,
     roster: options.roster ?? builtinRoster(),
     launcherFactories: { bwrap: () => trackingLauncher(logs.log, launches, options.hooks) },
+    ...(options.maintenance ? { maintenance: options.maintenance } : {}),
     workflow: {
       codeDir: DIST,
       stageJobFile: join(DIST, 'jobs', 'stage-worker.js'),

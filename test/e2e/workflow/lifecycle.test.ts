@@ -54,15 +54,16 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     cleanups.push(() => d.close());
     const { taskId } = await d.submit();
     await entered.done;
+    // Three candidate sandboxes (each with its replay sandbox beside it).
     const snapshot: ProcInfo[] = await waitFor('three sandboxes with their children', () => {
-      const pids = d.launches.map((l) => l.pid!).filter(Boolean);
-      const tree = treeOf(pids);
-      return pids.length === 3 && tree.length >= 9 ? tree : undefined;
+      const candidates = d.launches.filter((l) => !l.label.endsWith('.replay')).map((l) => l.pid!).filter(Boolean);
+      const tree = treeOf(d.launches.map((l) => l.pid!).filter(Boolean));
+      return candidates.length === 3 && treeOf(candidates).length >= 9 ? tree : undefined;
     });
     expect(snapshot.every((p) => p.uid === EXPECTED_SANDBOX_UID)).toBe(true);
     // The probe used after the run sees them too (it is not vacuous).
     expect(ourSandboxProcesses().length).toBeGreaterThanOrEqual(9);
-    expect(readdirSync(d.runRoot).sort()).toEqual(['candidate-1', 'candidate-2', 'candidate-3'].map((s) => `${taskId.slice(-12)}-${s}.attempt-1`));
+    expect(readdirSync(d.runRoot).sort()).toEqual(['candidate-1', 'candidate-2', 'candidate-3'].flatMap((s) => [`${taskId.slice(-12)}-${s}.attempt-1`, `${taskId.slice(-12)}-${s}.attempt-1-rp`]));
     expect((await d.daemon.store.getTask(taskId))!.state).toBe('candidates_running');
 
     const started = Date.now();
@@ -100,9 +101,11 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     const receipt = (await client.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture.repo })) as { taskId: string };
     const taskId = receipt.taskId;
     await waitFor('three candidates inside a model call', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length === 3, 30_000);
-    const bwrapPids = first.lines().filter((l) => l.startsWith('LAUNCH ')).map((l) => Number(l.split(' ')[2]));
+    const launched = first.lines().filter((l) => l.startsWith('LAUNCH '));
+    // Three candidates, each with its replay sandbox beside it.
+    const bwrapPids = launched.filter((l) => !l.split(' ')[1]!.endsWith('.replay')).map((l) => Number(l.split(' ')[2]));
     expect(bwrapPids).toHaveLength(3);
-    const snapshot = treeOf(bwrapPids);
+    const snapshot = treeOf(launched.map((l) => Number(l.split(' ')[2])));
     // bwrap, the sandbox init and the node child, for each of the three.
     expect(snapshot.length).toBeGreaterThanOrEqual(9);
     expect(snapshot.every((p) => p.uid === EXPECTED_SANDBOX_UID)).toBe(true);

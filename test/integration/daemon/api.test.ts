@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { request } from 'node:http';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
 
 type Json = Record<string, any>;
@@ -23,6 +24,35 @@ describe('socket API against a real daemon process', () => {
   it('answers health', async () => {
     const r = (await d.client.call('GET', '/v1/health')) as Json;
     expect(r.ok).toBe(true);
+    // The database, the sandbox backend (and its image under Docker), the providers, the queue.
+    expect(r.database).toMatchObject({ ok: true, journalMode: 'wal', schemaVersion: 3 });
+    expect(r.sandbox).toHaveProperty('ok');
+    expect(r).toHaveProperty('sandboxImage');
+    expect(r.providers).toMatchObject({ candidates: expect.any(Array) });
+    expect(r.queue).toMatchObject({ depth: expect.any(Number), running: expect.any(Number) });
+  });
+
+  it('serves Prometheus metrics, including the sealed task tarballs', async () => {
+    const { taskId } = (await d.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT })) as Json;
+    await d.client.call('GET', `/v1/tasks/${taskId}/wait?timeoutMs=20000`);
+    const text = await new Promise<{ status: number; type: string; body: string }>((resolve, reject) => {
+      const req = request({ socketPath: d.socket, path: '/metrics', method: 'GET' }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(text.status).toBe(200);
+    expect(text.type).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(text.body).toMatch(/^fusion_tasks\{state="completed"\} [1-9]\d*$/m);
+    expect(text.body).toMatch(/^fusion_tasks\{state="evaluating"\} 0$/m);
+    expect(text.body).toMatch(/^fusion_task_tarball_bytes_total [1-9]\d*$/m);
+    expect(text.body).toMatch(/^# TYPE fusion_stage_duration_seconds histogram$/m);
+    for (const name of ['fusion_sandbox_launches_total', 'fusion_sandbox_failures_total', 'fusion_egress_decisions_total', 'fusion_replay_mismatches_total']) {
+      expect(text.body).toContain(`# TYPE ${name} counter`);
+    }
   });
 
   it('issues a receipt with the SPEC §F1 text, then runs to completion with every transition streamed', async () => {

@@ -1,0 +1,35 @@
+# Admin targets (included by the root Makefile). Each uses the data directory of FUSION_HOME
+# (default ~/.local/state/fusion) and the daemon on its socket.
+#   make daemon           builds, then runs the daemon in the foreground (JSON logs on stderr)
+#   make status           health (database, sandbox backend and image, providers, queue) and the newest tasks
+#   make verify TASK=ID   offline audit of one task: every digest, seal, broker cross-check, the signature, and a replay of every tool call
+#   make gc               retention, orphan reaper and stale-task sweep, now
+#   make backup           online SQLite backup now (FUSION_BACKUP_DIR, keeps FUSION_BACKUP_KEEP)
+#   make keys             creates the Ed25519 signing key if there is none; prints the public key
+.PHONY: daemon status verify gc backup keys
+
+FUSION := node dist/src/cli/main.js
+ADMIN_DIST := dist/src/cli/main.js
+
+# The admin targets need the built CLI; build it once when it is missing.
+$(ADMIN_DIST):
+	$(MAKE) build
+
+daemon: build
+	$(FUSION) daemon
+
+status: | $(ADMIN_DIST)
+	@node scripts/admin.mjs status
+
+verify: | $(ADMIN_DIST)
+	@if [[ -z "$(TASK)" ]]; then echo "usage: make verify TASK=<task id>" >&2; exit 2; fi
+	$(FUSION) audit verify $(TASK) --replay
+
+gc: | $(ADMIN_DIST)
+	@node scripts/admin.mjs run retention reaper stale-sweep
+
+backup: | $(ADMIN_DIST)
+	@node scripts/admin.mjs run backup
+
+keys: | $(ADMIN_DIST)
+	@if $(FUSION) keys signing-public >/dev/null 2>&1; then $(FUSION) keys signing-public; else $(FUSION) keys signing-init; fi

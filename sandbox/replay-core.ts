@@ -1,0 +1,180 @@
+/**
+ * Replay of a candidate's repository tool calls. read/grep/find/ls are deterministic over a
+ * read-only repository, so the supervisor re-runs each call with the arguments the model sent
+ * (taken from the broker, never from the child) and compares the result digest with the one
+ * the child logged and sent back to the model.
+ *
+ * Each call also records what it depended on: the digest of the file or directory tree it
+ * looked at (file contents included, `.git`/`node_modules` skipped like the tools skip them).
+ * A later offline replay whose result differs can then tell "the repository changed since the
+ * run" (a recorded digest differs) from a real mismatch (every recorded digest is equal).
+ *
+ * Node builtins only: this file runs inside the sandbox (sandbox/replay-main.ts) and in the
+ * offline verifier.
+ */
+import { createHash } from 'node:crypto';
+import { readFile, readdir } from 'node:fs/promises';
+import { isToolName, runTool, type ToolLimits } from './tools/index.js';
+import { resolveInRepo } from './path-confine.js';
+import { SKIPPED_DIR_NAMES, startsInsideSkipped } from './tools/walk.js';
+
+export const REPLAY_SCHEMA = 'fusion.replay.v1';
+
+/** One call to replay: the tool name and the raw arguments text the model produced. */
+export interface ReplayCall {
+  ordinal: number;
+  tool_name: string;
+  arguments: string;
+}
+
+export interface ReplayedCall {
+  ordinal: number;
+  tool_name: string;
+  status: 'ok' | 'error';
+  result_bytes: number;
+  result_sha256: string;
+  /** What the result depended on: repo-relative path (`.` = root) → digest of its content/tree. */
+  touched: Record<string, string>;
+}
+
+/** Upper bound of entries hashed per scope, like the tools' own walk cap. */
+const MAX_TREE_ENTRIES = 200_000;
+
+function sha256(data: string | Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** What `execute` in the agent loop answers, for the same call (kept equal on purpose). */
+async function runLikeTheChild(root: string, call: ReplayCall, allowed: ReadonlySet<string>, limits?: Partial<ToolLimits>): Promise<{ status: 'ok' | 'error'; text: string }> {
+  if (!allowed.has(call.tool_name)) {
+    const available = [...allowed].join(', ') || 'none';
+    return { status: 'error', text: `tool ${JSON.stringify(call.tool_name.slice(0, 100))} is not available to this agent; available tools: ${available}` };
+  }
+  let args: unknown;
+  try {
+    args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+  } catch {
+    return { status: 'error', text: `${call.tool_name} arguments must be valid JSON` };
+  }
+  if (!isToolName(call.tool_name)) return { status: 'error', text: `tool ${JSON.stringify(call.tool_name.slice(0, 100))} has no implementation in this child` };
+  const result = await runTool(call.tool_name, root, args, limits);
+  return result.ok ? { status: 'ok', text: result.text } : { status: 'error', text: result.error };
+}
+
+/** The path argument a call looked at (`.` when it has none or it cannot be read). */
+function scopeOf(call: ReplayCall): string {
+  try {
+    const args = JSON.parse(call.arguments === '' ? '{}' : call.arguments) as { path?: unknown };
+    return typeof args.path === 'string' && args.path !== '' ? args.path : '.';
+  } catch {
+    return '.';
+  }
+}
+
+/** Digest of a directory tree: sorted `path\tkind\tdigest` lines, file contents included. */
+async function treeDigest(realDir: string, display: string, fileCache: Map<string, string>): Promise<string> {
+  const skipIgnored = !startsInsideSkipped(display);
+  const lines: string[] = [];
+  const stack: Array<{ abs: string; rel: string }> = [{ abs: realDir, rel: '' }];
+  let seen = 0;
+  while (stack.length > 0 && seen < MAX_TREE_ENTRIES) {
+    const dir = stack.pop() as { abs: string; rel: string };
+    let dirents;
+    try {
+      dirents = await readdir(dir.abs, { withFileTypes: true });
+    } catch {
+      lines.push(`${dir.rel || '.'}\tunreadable\t`);
+      continue;
+    }
+    for (const d of dirents) {
+      seen += 1;
+      const rel = dir.rel === '' ? d.name : `${dir.rel}/${d.name}`;
+      const abs = `${dir.abs}/${d.name}`;
+      if (d.isDirectory()) {
+        if (skipIgnored && SKIPPED_DIR_NAMES.has(d.name)) continue;
+        lines.push(`${rel}\tdir\t`);
+        stack.push({ abs, rel });
+      } else if (d.isFile()) {
+        lines.push(`${rel}\tfile\t${await fileDigest(abs, fileCache)}`);
+      } else if (d.isSymbolicLink()) {
+        lines.push(`${rel}\tlink\t`);
+      } else {
+        lines.push(`${rel}\tother\t`);
+      }
+    }
+  }
+  lines.sort();
+  return sha256(lines.join('\n'));
+}
+
+async function fileDigest(abs: string, cache: Map<string, string>): Promise<string> {
+  let digest = cache.get(abs);
+  if (digest === undefined) {
+    try {
+      digest = sha256(await readFile(abs));
+    } catch {
+      digest = 'unreadable';
+    }
+    cache.set(abs, digest);
+  }
+  return digest;
+}
+
+/** What a call's result depends on, keyed by its repo-relative scope. */
+async function touchedBy(root: string, call: ReplayCall, fileCache: Map<string, string>, treeCache: Map<string, string>): Promise<Record<string, string>> {
+  const scope = scopeOf(call);
+  let resolved;
+  try {
+    resolved = await resolveInRepo(root, scope);
+  } catch {
+    // The path does not resolve: the result is an error that depends on its absence.
+    return { [scope]: 'absent' };
+  }
+  const key = resolved.displayPath;
+  let digest = treeCache.get(resolved.realPath);
+  if (digest === undefined) {
+    try {
+      const content = await readFile(resolved.realPath);
+      digest = sha256(content);
+    } catch (err) {
+      digest = (err as NodeJS.ErrnoException).code === 'EISDIR' ? await treeDigest(resolved.realPath, key, fileCache) : 'unreadable';
+    }
+    treeCache.set(resolved.realPath, digest);
+  }
+  return { [key]: digest };
+}
+
+/**
+ * A replayer over `root`: replays one call at a time, sharing the file and tree digests between
+ * calls (the repository is read-only while it runs). Only repository tools are replayed: a fetch
+ * is proven by the broker's own record instead; for any other name it returns null.
+ */
+export function createReplayer(root: string, allowedTools: readonly string[], limits?: Partial<ToolLimits>): (call: ReplayCall) => Promise<ReplayedCall | null> {
+  const allowed = new Set(allowedTools);
+  const fileCache = new Map<string, string>();
+  const treeCache = new Map<string, string>();
+  return async (call) => {
+    if (!isToolName(call.tool_name)) return null;
+    const { status, text } = await runLikeTheChild(root, call, allowed, limits);
+    const bytes = Buffer.from(text, 'utf8');
+    return {
+      ordinal: call.ordinal,
+      tool_name: call.tool_name,
+      status,
+      result_bytes: bytes.length,
+      result_sha256: sha256(bytes),
+      touched: await touchedBy(root, call, fileCache, treeCache),
+    };
+  };
+}
+
+/** Replays `calls` over `root` in order (repository tools only). */
+export async function replayCalls(root: string, calls: readonly ReplayCall[], allowedTools: readonly string[], limits?: Partial<ToolLimits>): Promise<ReplayedCall[]> {
+  const replay = createReplayer(root, allowedTools, limits);
+  const out: ReplayedCall[] = [];
+  for (const call of calls) {
+    const done = await replay(call);
+    if (done !== null) out.push(done);
+  }
+  return out;
+}

@@ -1,0 +1,278 @@
+/**
+ * Offline verification of one task tarball: what an auditor runs on another machine with only
+ * the exported file (and, optionally, the service's public key and a checkout of the repository).
+ *
+ * Checks, in order, stopping at the first broken member:
+ *   1. tar structure (checksums, regular files only) and canonical bytes (a re-pack of the
+ *      members must give the very same bytes, so no header or padding byte can change);
+ *   2. signature.json (when present, or required by --pubkey): Ed25519 over the manifest digest,
+ *      by the pinned key when one is given;
+ *   3. manifest.json: canonical, closed, and every member listed with its size and sha256, no
+ *      member missing or unlisted;
+ *   4. the record itself: task ids agree, every attempt's files re-pack to the attempt tarball
+ *      digest recorded at the time, every candidate log and seal verifies and cross-checks with
+ *      the broker's record, every replay record agrees with its log, the answer and metadata
+ *      agree with each other;
+ *   5. with a repository: every recorded tool call replays to the logged result digest (a
+ *      difference is reported as "repository changed since the run" when a file it depended on
+ *      changed, as a mismatch otherwise).
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { KeyObject } from 'node:crypto';
+import { z } from 'zod';
+import { canonicalJson, sha256Hex } from '../contracts/canonical.js';
+import { RESEARCH_FETCH_TOOL, CANDIDATE_TOOLS } from '../contracts/constants.js';
+import type { BrokerRecord } from '../contracts/broker-record.js';
+import { toFusionError } from '../errors.js';
+import { verifyToolCallLog, toolCallLogFileName } from './verify-log.js';
+import { crossCheckBrokerRecord, crossCheckConversation } from './cross-check.js';
+import { packAttempt } from './tarball.js';
+import { memberAt, packMembers, readMembers, TarFormatError, type ReadMember } from './tar-members.js';
+import { parsePublicKey, publicKeySha256, verifyManifestSignature } from './signing.js';
+import { MANIFEST_MEMBER, MANIFEST_SCHEMA, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } from './task-tarball.js';
+import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type ReplayRecord } from './replay.js';
+import { PACK_SCRATCH_PREFIX } from './tar-members.js';
+
+export interface OfflineVerifyOptions {
+  /** Pinned public key: the tarball must be signed by exactly this key. */
+  publicKey?: KeyObject;
+  /** Replay every recorded tool call against this checkout. */
+  replayRepo?: string;
+  scratchRoot?: string;
+}
+
+export interface OfflineVerifyReport {
+  ok: boolean;
+  taskId: string | null;
+  state: string | null;
+  members: number;
+  signed: boolean;
+  /** sha256 of the signer's public key, when signed. */
+  signer: string | null;
+  /** True when the signature was checked against a key the auditor supplied. */
+  pinned: boolean;
+  /** Tool calls replayed against the repository (with replayRepo). */
+  replayed: number;
+  checks: string[];
+  /** The first broken member and why. */
+  failure?: { member: string; message: string; reason?: 'repository_changed' | 'mismatch' };
+}
+
+class Broken extends Error {
+  constructor(readonly member: string, message: string, readonly reason?: 'repository_changed' | 'mismatch') {
+    super(message);
+  }
+}
+
+const HEX64 = z.string().regex(/^[0-9a-f]{64}$/);
+const ManifestSchema = z.strictObject({
+  schema_version: z.literal(MANIFEST_SCHEMA),
+  task_id: z.string().min(1),
+  state: z.enum(['completed', 'failed', 'cancelled']),
+  members: z.array(z.strictObject({ name: z.string().min(1), bytes: z.number().int().min(0), sha256: HEX64 })),
+});
+const SignatureSchema = z.strictObject({
+  schema_version: z.literal(SIGNATURE_SCHEMA),
+  algorithm: z.literal('ed25519'),
+  manifest_sha256: HEX64,
+  public_key_sha256: HEX64,
+  public_key: z.string().min(1),
+  signature: z.string().min(1),
+});
+const TaskSchema = z.object({ task_id: z.string(), workflow: z.enum(['investigate', 'research']), state: z.string(), canonical_input_sha256: HEX64 });
+const AttemptsSchema = z.array(z.object({ stage: z.string(), attempt: z.number().int().min(1), status: z.string(), tarball_sha256: HEX64.nullable() }));
+
+/** Parses a member that must be canonical JSON (one line + newline, as the sealer writes it). */
+function canonicalMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
+  const text = member.data.toString('utf8');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Broken(member.name, `${member.name} is not valid JSON`);
+  }
+  if (`${canonicalJson(value)}\n` !== text) throw new Broken(member.name, `${member.name} is not in canonical form (bytes were changed)`);
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    throw new Broken(member.name, `${member.name} is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}
+
+function jsonMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(member.data.toString('utf8'));
+  } catch {
+    throw new Broken(member.name, `${member.name} is not valid JSON`);
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new Broken(member.name, `${member.name} is invalid`);
+  return parsed.data;
+}
+
+export async function verifyTaskTarball(tar: Buffer, options: OfflineVerifyOptions = {}): Promise<OfflineVerifyReport> {
+  const report: OfflineVerifyReport = { ok: false, taskId: null, state: null, members: 0, signed: false, signer: null, pinned: false, replayed: 0, checks: [] };
+  const scratch = await mkdtemp(join(options.scratchRoot ?? tmpdir(), PACK_SCRATCH_PREFIX));
+  try {
+    await runChecks(tar, options, report, scratch);
+    report.ok = true;
+  } catch (err) {
+    if (err instanceof Broken) {
+      report.failure = { member: err.member, message: err.message, ...(err.reason ? { reason: err.reason } : {}) };
+    } else if (err instanceof TarFormatError) {
+      report.failure = { member: err.member, message: err.message };
+    } else {
+      throw err;
+    }
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+  return report;
+}
+
+async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: OfflineVerifyReport, scratch: string): Promise<void> {
+  // 1. Structure and canonical bytes.
+  const members = readMembers(tar);
+  report.members = members.length;
+  const again = await packMembers(members, scratch);
+  if (!again.equals(tar)) {
+    let at = 0;
+    while (at < tar.length && at < again.length && tar[at] === again[at]) at += 1;
+    const member = memberAt(members, at);
+    throw new Broken(member, `the tar bytes of ${member} (header or padding at byte ${at}) differ from the canonical form`);
+  }
+  report.checks.push(`tar structure: ${members.length} members, canonical bytes`);
+  const byName = new Map(members.map((m) => [m.name, m]));
+
+  // 2. Signature.
+  const manifestMember = byName.get(MANIFEST_MEMBER);
+  if (manifestMember === undefined) throw new Broken(MANIFEST_MEMBER, 'manifest.json is missing');
+  const manifestSha = sha256Hex(manifestMember.data);
+  const sigMember = byName.get(SIGNATURE_MEMBER);
+  if (sigMember !== undefined) {
+    const sig = canonicalMember(sigMember, SignatureSchema);
+    let embedded: KeyObject;
+    try {
+      embedded = parsePublicKey(sig.public_key);
+    } catch {
+      throw new Broken(SIGNATURE_MEMBER, 'signature.json holds no valid Ed25519 public key');
+    }
+    if (publicKeySha256(embedded) !== sig.public_key_sha256) throw new Broken(SIGNATURE_MEMBER, 'signature.json: public_key_sha256 does not match its public key');
+    const key = options.publicKey ?? embedded;
+    if (options.publicKey !== undefined && publicKeySha256(options.publicKey) !== sig.public_key_sha256) {
+      throw new Broken(SIGNATURE_MEMBER, `the tarball is signed by key ${sig.public_key_sha256.slice(0, 16)}…, not by the given public key ${publicKeySha256(options.publicKey).slice(0, 16)}…`);
+    }
+    if (!verifyManifestSignature(sig.manifest_sha256, sig.signature, key)) throw new Broken(SIGNATURE_MEMBER, 'the Ed25519 signature does not verify');
+    if (sig.manifest_sha256 !== manifestSha) throw new Broken(MANIFEST_MEMBER, 'manifest.json differs from the manifest that was signed');
+    report.signed = true;
+    report.signer = sig.public_key_sha256;
+    report.pinned = options.publicKey !== undefined;
+    report.checks.push(`signature: ed25519 by ${sig.public_key_sha256.slice(0, 16)}… ${report.pinned ? '(pinned key)' : '(key embedded in the tarball; pass --pubkey to pin it)'}`);
+  } else if (options.publicKey !== undefined) {
+    throw new Broken(SIGNATURE_MEMBER, 'signature.json is missing: the tarball is not signed, but a public key was given');
+  }
+
+  // 3. Manifest.
+  const manifest = canonicalMember(manifestMember, ManifestSchema);
+  report.taskId = manifest.task_id;
+  report.state = manifest.state;
+  const listed = new Set<string>();
+  for (const entry of manifest.members) {
+    listed.add(entry.name);
+    const member = byName.get(entry.name);
+    if (member === undefined) throw new Broken(entry.name, `${entry.name} is listed in the manifest but missing from the tarball`);
+    if (member.data.length !== entry.bytes || sha256Hex(member.data) !== entry.sha256) {
+      throw new Broken(entry.name, `${entry.name}: sha256 differs from the manifest`);
+    }
+  }
+  for (const m of members) {
+    if (m.name !== MANIFEST_MEMBER && m.name !== SIGNATURE_MEMBER && !listed.has(m.name)) throw new Broken(m.name, `${m.name} is not listed in the manifest`);
+  }
+  report.checks.push(`manifest: ${manifest.members.length} member digests`);
+
+  // 4. The record itself.
+  const need = (name: string): ReadMember => {
+    const m = byName.get(name);
+    if (m === undefined) throw new Broken(name, `${name} is missing`);
+    return m;
+  };
+  const task = jsonMember(need('task.json'), TaskSchema);
+  if (task.task_id !== manifest.task_id || task.state !== manifest.state) throw new Broken('task.json', 'task.json names another task or state than the manifest');
+  if (sha256Hex(need('canonical-input.json').data) !== task.canonical_input_sha256) throw new Broken('canonical-input.json', 'canonical-input.json does not match its recorded digest');
+  const input = jsonMember(need('canonical-input.json'), z.object({ context: z.object({ declared_sources: z.array(z.object({ canonical_url: z.string() })) }) }));
+  const declaredUrls = input.context.declared_sources.map((s) => s.canonical_url);
+  const attempts = jsonMember(need('attempts.json'), AttemptsSchema);
+  const replayRecords: Array<{ member: string; record: ReplayRecord }> = [];
+  for (const a of attempts) {
+    const name = `${a.stage}.attempt-${a.attempt}`;
+    const prefix = `attempts/${name}/`;
+    const files = members.filter((m) => m.name.startsWith(prefix));
+    if (files.length === 0) {
+      if (a.tarball_sha256 !== null) throw new Broken(prefix, `the files of ${name} are missing`);
+      continue;
+    }
+    const dir = join(scratch, 'attempts', name);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const f of files) await writeFile(join(dir, f.name.slice(prefix.length)), f.data, { mode: 0o600 });
+    if (a.tarball_sha256 !== null) {
+      const packed = await packAttempt(dir, join(dirname(dir), `${name}.tar`));
+      if (packed.sha256 !== a.tarball_sha256) throw new Broken(files[0]!.name, `the files of ${name} differ from its sealed attempt tarball (sha256 ${a.tarball_sha256.slice(0, 12)}…)`);
+    }
+    const slot = /^candidate-([123])$/.exec(a.stage)?.[1];
+    if (slot === undefined || a.status !== 'succeeded') continue;
+    const tools = task.workflow === 'research' ? [...CANDIDATE_TOOLS, RESEARCH_FETCH_TOOL] : [...CANDIDATE_TOOLS];
+    const logMember = `${prefix}${toolCallLogFileName(Number(slot), a.attempt)}`;
+    let records;
+    try {
+      const verified = await verifyToolCallLog({ dir, slot: Number(slot), attempt: a.attempt, allowedTools: tools, declaredUrls });
+      records = verified.records;
+      const broker = JSON.parse(need(`${prefix}supervisor.broker-record.json`).data.toString('utf8')) as BrokerRecord[];
+      crossCheckBrokerRecord(records, broker, { allowChildOnlyRejections: true });
+      crossCheckConversation(records, broker);
+    } catch (err) {
+      if (err instanceof Broken) throw err;
+      throw new Broken(logMember, `${name}: ${toFusionError(err).message}`);
+    }
+    const replayName = `attempts/${name}${REPLAY_RECORD_SUFFIX}`;
+    const replayMember = byName.get(replayName);
+    if (replayMember !== undefined) {
+      const record = jsonMember(replayMember, z.object({ schema_version: z.literal(REPLAY_RECORD_SCHEMA) }).passthrough()) as unknown as ReplayRecord;
+      const byOrdinal = new Map(records.map((r) => [r.ordinal, r]));
+      for (const call of record.calls) {
+        const logged = byOrdinal.get(call.ordinal);
+        if (logged === undefined || logged.tool_name !== call.tool_name || sha256Hex(call.arguments) !== logged.arguments_sha256 ||
+          logged.result_sha256 !== call.result_sha256 || call.replayed_sha256 !== call.result_sha256) {
+          throw new Broken(replayName, `${replayName}: call ${call.ordinal} does not agree with the sealed log`);
+        }
+      }
+      replayRecords.push({ member: replayName, record });
+    }
+  }
+  report.checks.push(`attempts: ${attempts.length} (attempt tarball digests, logs, seals, broker cross-checks, replay records)`);
+
+  if (manifest.state === 'completed') {
+    const answer = need('result/answer.md');
+    const metadata = jsonMember(need('result/metadata.json'), z.object({ answer_sha256: HEX64, attempts: z.array(z.object({ stage: z.string(), attempt: z.number(), tarballSha256: HEX64 })) }).passthrough());
+    const record = jsonMember(need('result/result-record.json'), z.object({ answer_sha256: HEX64, metadata_sha256: HEX64 }).passthrough());
+    if (sha256Hex(answer.data) !== metadata.answer_sha256 || record.answer_sha256 !== metadata.answer_sha256) throw new Broken('result/answer.md', 'the answer does not match the result metadata');
+    if (sha256Hex(need('result/metadata.json').data) !== record.metadata_sha256) throw new Broken('result/metadata.json', 'the metadata does not match its recorded digest');
+    for (const a of metadata.attempts) {
+      const row = attempts.find((r) => r.stage === a.stage && r.attempt === a.attempt);
+      if (row?.tarball_sha256 !== a.tarballSha256) throw new Broken('result/metadata.json', `the metadata names attempt ${a.stage}#${a.attempt} with another tarball digest`);
+    }
+    report.checks.push('result: answer and metadata digests');
+  }
+
+  // 5. Replay.
+  if (options.replayRepo !== undefined) {
+    for (const { member, record } of replayRecords) {
+      const outcome = await replayRecordOffline(record, options.replayRepo);
+      report.replayed += outcome.replayed;
+      if (!outcome.ok) throw new Broken(member, `${member}: ${outcome.message ?? 'replay failed'}`, outcome.reason);
+    }
+    report.checks.push(`replay: ${report.replayed} tool calls reproduce the logged results`);
+  }
+}

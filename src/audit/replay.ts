@@ -1,0 +1,337 @@
+/**
+ * Replay verification of a candidate attempt's repository tool calls.
+ *
+ * The child's log says which calls ran and what each returned (digests only); the broker's
+ * record says which calls the model asked for (name + argument digest). The broker also keeps
+ * the raw argument text, which binds to both through its digest. The supervisor re-runs each
+ * repository call (read/grep/find/ls) from those arguments in a fresh sandbox with the same
+ * policy and limits, and compares each result digest with the logged one: a child that lied
+ * about what a tool returned fails the attempt with `child_event_invalid`.
+ *
+ * The replay record (`<task>/replay/<attempt>.json`, kept in the task tarball) holds the raw arguments,
+ * the logged digests and what each call depended on, so an offline auditor can replay it again
+ * against a checkout and tell a changed repository from a forged result.
+ */
+import { readFileSync, lstatSync } from 'node:fs';
+import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { FusionError } from '../errors.js';
+import { CANDIDATE_TOOLS } from '../contracts/constants.js';
+import type { ToolCallLogRecord } from '../contracts/broker-record.js';
+import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
+import { createStaging, writeRequestFile, type SandboxOwner } from '../workflow/staging.js';
+import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
+import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
+import { startReplayFeed } from './replay-feed.js';
+
+export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
+/** In a task tarball the replay record of an attempt is `attempts/<attempt>.replay.json`. */
+export const REPLAY_RECORD_SUFFIX = '.replay.json';
+/** On disk, replay records live in `<task dir>/replay/<attempt>.json`. */
+export const REPLAY_DIR = 'replay';
+const MAX_REPLAY_OUTPUT_BYTES = 16 * 1024 * 1024;
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/** A raw call as the model asked for it (kept by the broker). */
+export interface RawToolCall {
+  name: string;
+  arguments: string;
+}
+
+export interface ReplayRecordCall {
+  ordinal: number;
+  tool_name: string;
+  arguments: string;
+  /** What the child logged (and sent to the model). */
+  result_sha256: string;
+  status: 'ok' | 'error';
+  /** What the replay found; equal to result_sha256 for a verified call. */
+  replayed_sha256: string;
+  touched: Record<string, string>;
+}
+
+export interface ReplayRecord {
+  schema_version: typeof REPLAY_RECORD_SCHEMA;
+  tools: string[];
+  backend: string;
+  calls: ReplayRecordCall[];
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function replayError(what: string, details: Record<string, unknown> = {}): FusionError {
+  return new FusionError('child_event_invalid', `tool-call replay failed: ${what}`, { details });
+}
+
+const isRepoTool = (name: string): boolean => (CANDIDATE_TOOLS as readonly string[]).includes(name);
+
+/**
+ * Binds the broker's raw calls to the log (same name and argument digest, in order) and
+ * returns the repository calls to replay. A log longer than the calls is refused here too.
+ */
+export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[]): ReplayCall[] {
+  if (logRecords.length > rawCalls.length) throw replayError(`the log has ${logRecords.length} calls but the broker saw ${rawCalls.length}`);
+  const calls: ReplayCall[] = [];
+  logRecords.forEach((rec, i) => {
+    const raw = rawCalls[i]!;
+    if (raw.name !== rec.tool_name || sha256(raw.arguments) !== rec.arguments_sha256) {
+      throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
+    }
+    if (isRepoTool(rec.tool_name)) calls.push({ ordinal: rec.ordinal, tool_name: rec.tool_name, arguments: raw.arguments });
+  });
+  return calls;
+}
+
+/** Compares replayed digests with the log; throws on the first difference. */
+export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[]): void {
+  const byOrdinal = new Map(logRecords.map((r) => [r.ordinal, r]));
+  for (const call of replayed) {
+    const logged = byOrdinal.get(call.ordinal);
+    if (logged === undefined) throw replayError(`replayed call ${call.ordinal} is not in the log`);
+    if (logged.result_sha256 !== call.result_sha256 || logged.status !== call.status || logged.result_bytes !== call.result_bytes) {
+      replayMismatches.inc();
+      throw replayError(
+        `call ${call.ordinal} (${call.tool_name}): the logged result (sha256 ${logged.result_sha256.slice(0, 12)}…, ${logged.status}) differs from a replay over the read-only repository (sha256 ${call.result_sha256.slice(0, 12)}…, ${call.status})`,
+        { ordinal: call.ordinal, tool: call.tool_name, logged: logged.result_sha256, replayed: call.result_sha256 },
+      );
+    }
+  }
+}
+
+export function buildReplayRecord(tools: readonly string[], backend: string, calls: readonly ReplayCall[], logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[]): ReplayRecord {
+  const byOrdinal = new Map(logRecords.map((r) => [r.ordinal, r]));
+  const replayedBy = new Map(replayed.map((r) => [r.ordinal, r]));
+  return {
+    schema_version: REPLAY_RECORD_SCHEMA,
+    tools: [...tools],
+    backend,
+    calls: calls.map((c) => {
+      const logged = byOrdinal.get(c.ordinal);
+      const again = replayedBy.get(c.ordinal);
+      return {
+        ordinal: c.ordinal,
+        tool_name: c.tool_name,
+        arguments: c.arguments,
+        result_sha256: logged?.result_sha256 ?? '',
+        status: logged?.status ?? 'error',
+        replayed_sha256: again?.result_sha256 ?? '',
+        touched: again?.touched ?? {},
+      };
+    }),
+  };
+}
+
+function parseReplayed(text: string): ReplayedCall[] {
+  const value = JSON.parse(text) as { schema_version?: unknown; calls?: unknown };
+  if (value.schema_version !== REPLAY_SCHEMA || !Array.isArray(value.calls)) throw new Error('unexpected replay output');
+  return value.calls.map((c: unknown) => {
+    const call = c as ReplayedCall;
+    if (typeof call.ordinal !== 'number' || typeof call.tool_name !== 'string' || (call.status !== 'ok' && call.status !== 'error') ||
+      typeof call.result_bytes !== 'number' || typeof call.result_sha256 !== 'string' || !HEX64.test(call.result_sha256) ||
+      typeof call.touched !== 'object' || call.touched === null) {
+      throw new Error('malformed replayed call');
+    }
+    return call;
+  });
+}
+
+export interface SandboxReplayOptions {
+  launcher: Launcher;
+  taskId: string;
+  /** e.g. `candidate-1.attempt-1`. */
+  label: string;
+  repoDir: string;
+  codeDir: string;
+  runRoot: string;
+  owner: SandboxOwner | null;
+  limits: SandboxLimits;
+  tools: readonly string[];
+  calls: readonly ReplayCall[];
+  signal?: AbortSignal;
+}
+
+/** Replays the calls in a fresh sandbox (candidate policy and limits, no broker). */
+export async function replayInSandbox(options: SandboxReplayOptions): Promise<ReplayedCall[]> {
+  if (options.calls.length === 0) return [];
+  const started = Date.now();
+  // Unix socket paths are short; keep the staging name short like the candidates' own.
+  const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
+  try {
+    writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, calls: options.calls });
+    sandboxLaunches.inc({ backend: options.launcher.name });
+    const handle = await options.launcher.launch({
+      taskId: options.taskId,
+      label: `${options.label}.replay`,
+      repoDir: options.repoDir,
+      outDir: staging.outDir,
+      codeDir: options.codeDir,
+      requestFile: staging.requestFile,
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/replay-main.js`],
+      env: { ...CANDIDATE_ENV },
+      limits: options.limits,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    const exit = await handle.exit;
+    if (exit.reason !== 'exited' || exit.exitCode !== 0) {
+      sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+      throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
+    }
+    const out = join(staging.outDir, 'replay.json');
+    const st = lstatSync(out);
+    if (!st.isFile() || st.size > MAX_REPLAY_OUTPUT_BYTES) throw new FusionError('child_failed', 'the replay sandbox wrote no usable replay.json');
+    let replayed: ReplayedCall[];
+    try {
+      replayed = parseReplayed(readFileSync(out, 'utf8'));
+    } catch (err) {
+      throw new FusionError('child_failed', `the replay output is invalid: ${(err as Error).message}`);
+    }
+    if (replayed.length !== options.calls.length || replayed.some((r, i) => r.ordinal !== options.calls[i]!.ordinal)) {
+      throw new FusionError('child_failed', 'the replay sandbox did not answer every call in order');
+    }
+    replayCallsTotal.inc(replayed.length);
+    stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+    return replayed;
+  } finally {
+    staging.remove();
+  }
+}
+
+export interface StreamingReplay {
+  /** Call once the candidate's broker has closed: waits for the replay and returns what it found, by call index. */
+  finish(): Promise<ReplayedCall[]>;
+  /** Stops the replay sandbox (failure paths); safe to call more than once. */
+  abort(): Promise<void>;
+}
+
+/**
+ * Starts a replay sandbox beside a running candidate: it replays each tool call as soon as the
+ * model has asked for it (fed from the broker's live list of raw calls), so replaying costs
+ * little wall time when the candidate spends its time waiting for the model. Each replayed
+ * call's `ordinal` is its index in the raw call list.
+ */
+export async function startStreamingReplay(options: Omit<SandboxReplayOptions, 'calls'> & { rawCalls: () => readonly RawToolCall[] }): Promise<StreamingReplay> {
+  const started = Date.now();
+  const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
+  let feed: Awaited<ReturnType<typeof startReplayFeed>> | undefined;
+  let handle: Awaited<ReturnType<Launcher['launch']>> | undefined;
+  const cleanup = async (): Promise<void> => {
+    if (handle) await handle.kill().catch(() => undefined);
+    await feed?.close().catch(() => undefined);
+    staging.remove();
+  };
+  try {
+    writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, feed: true });
+    feed = await startReplayFeed(staging.socketPath, options.owner, options.rawCalls);
+    sandboxLaunches.inc({ backend: options.launcher.name });
+    handle = await options.launcher.launch({
+      taskId: options.taskId,
+      label: `${options.label}.replay`,
+      repoDir: options.repoDir,
+      outDir: staging.outDir,
+      codeDir: options.codeDir,
+      brokerSocketPath: staging.socketPath,
+      requestFile: staging.requestFile,
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/replay-main.js`],
+      env: { ...CANDIDATE_ENV },
+      limits: options.limits,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (err) {
+    sandboxFailures.inc({ backend: options.launcher.name, reason: 'replay_launch' });
+    await cleanup();
+    throw err;
+  }
+  const running = handle;
+  const liveFeed = feed;
+  let settled = false;
+  return {
+    async finish() {
+      try {
+        liveFeed.markDone();
+        const exit = await running.exit;
+        if (exit.reason !== 'exited' || exit.exitCode !== 0) {
+          sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+          throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
+        }
+        const replayed = readReplayOutput(join(staging.outDir, 'replay.json'));
+        replayCallsTotal.inc(replayed.length);
+        stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+        return replayed;
+      } finally {
+        settled = true;
+        await cleanup();
+      }
+    },
+    async abort() {
+      if (settled) return;
+      settled = true;
+      await cleanup();
+    },
+  };
+}
+
+function readReplayOutput(out: string): ReplayedCall[] {
+  let st;
+  try {
+    st = lstatSync(out);
+  } catch {
+    throw new FusionError('child_failed', 'the replay sandbox wrote no replay.json');
+  }
+  if (!st.isFile() || st.size > MAX_REPLAY_OUTPUT_BYTES) throw new FusionError('child_failed', 'the replay sandbox wrote no usable replay.json');
+  try {
+    return parseReplayed(readFileSync(out, 'utf8'));
+  } catch (err) {
+    throw new FusionError('child_failed', `the replay output is invalid: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Maps a streamed replay (ordinal = index in the raw call list) onto the log: log record i is
+ * raw call i (replayInputs proved it), so replayed[index] takes that record's ordinal. Calls
+ * past the end of the log (the child stopped before running them) are dropped; a repository
+ * call in the log that was not replayed is an error.
+ */
+export function alignStreamedReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[]): ReplayedCall[] {
+  const byIndex = new Map(replayed.map((r) => [r.ordinal, r]));
+  const out: ReplayedCall[] = [];
+  logRecords.forEach((rec, i) => {
+    if (!isRepoTool(rec.tool_name)) return;
+    const again = byIndex.get(i);
+    if (again === undefined || again.tool_name !== rec.tool_name) throw replayError(`call ${rec.ordinal} (${rec.tool_name}) was not replayed`);
+    out.push({ ...again, ordinal: rec.ordinal });
+  });
+  return out;
+}
+
+export interface OfflineReplayOutcome {
+  ok: boolean;
+  /** First failing call, when not ok. */
+  ordinal?: number;
+  /** `repository_changed`: a recorded digest differs (path named); `mismatch`: the repository is the same and the result is not. */
+  reason?: 'repository_changed' | 'mismatch';
+  message?: string;
+  replayed: number;
+}
+
+/**
+ * Offline replay of a record against a checkout (`fusion audit verify --replay --repo DIR`). Runs
+ * the same deterministic tools in-process: the repository is the auditor's own copy.
+ */
+export async function replayRecordOffline(record: ReplayRecord, repoDir: string): Promise<OfflineReplayOutcome> {
+  const calls = record.calls.map((c) => ({ ordinal: c.ordinal, tool_name: c.tool_name, arguments: c.arguments }));
+  const replayed = await replayCalls(repoDir, calls, record.tools);
+  for (const [i, call] of record.calls.entries()) {
+    const again = replayed[i];
+    if (again === undefined) return { ok: false, ordinal: call.ordinal, reason: 'mismatch', message: `call ${call.ordinal} (${call.tool_name}) was not replayed`, replayed: i };
+    if (again.result_sha256 === call.result_sha256 && again.status === call.status) continue;
+    const changed = Object.entries(call.touched).find(([path, digest]) => again.touched[path] !== digest)
+      ?? Object.entries(again.touched).find(([path]) => call.touched[path] === undefined);
+    if (changed !== undefined) {
+      return { ok: false, ordinal: call.ordinal, reason: 'repository_changed', message: `repository changed since the run: ${changed[0]} (call ${call.ordinal}, ${call.tool_name}) no longer has the content the run saw`, replayed: i + 1 };
+    }
+    return { ok: false, ordinal: call.ordinal, reason: 'mismatch', message: `call ${call.ordinal} (${call.tool_name}): the logged result differs from a replay over an unchanged repository`, replayed: i + 1 };
+  }
+  return { ok: true, replayed: replayed.length };
+}

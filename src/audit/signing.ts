@@ -1,0 +1,132 @@
+/**
+ * Ed25519 signing of task tarballs. The private key lives in the data directory (0600, created
+ * by `fusion keys signing-init`); the public key is printable so an auditor can pin it and
+ * verify an exported tarball offline, on another machine, without any secret.
+ *
+ * What is signed is the manifest digest with a domain prefix, so a signature made here can
+ * never be presented as a signature over some other kind of message.
+ */
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { constants, lstatSync, openSync, closeSync, writeSync, fsyncSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FusionError } from '../errors.js';
+import { fsyncDir } from '../tasks/durable-fs.js';
+
+export const SIGNING_KEY_FILE = 'signing-key.pem';
+export const SIGNING_PUBLIC_KEY_FILE = 'signing-key.pub.pem';
+const CONTEXT = 'fusion.task-tarball.manifest.v1\0';
+const HEX64 = /^[0-9a-f]{64}$/;
+
+export interface SigningKey {
+  privateKey: KeyObject;
+  publicKey: KeyObject;
+  /** sha256 of the public key's DER (SPKI) encoding: the key id stored with each signature. */
+  publicKeySha256: string;
+  publicKeyPem: string;
+}
+
+export function signingKeyPaths(home: string): { privateKey: string; publicKey: string } {
+  return { privateKey: join(home, SIGNING_KEY_FILE), publicKey: join(home, SIGNING_PUBLIC_KEY_FILE) };
+}
+
+export function publicKeySha256(key: KeyObject): string {
+  return createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex');
+}
+
+function writeExclusive(file: string, text: string, mode: number): void {
+  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Creates the key pair in `home`. Refuses to replace an existing key: signatures already stored
+ * would stop verifying, which must be a deliberate act (remove the file first).
+ */
+export function initSigningKey(home: string): SigningKey {
+  const paths = signingKeyPaths(home);
+  if (exists(paths.privateKey)) {
+    throw new FusionError('conflict', `a signing key already exists at ${paths.privateKey}; remove it first to replace it (older signatures will no longer verify)`);
+  }
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const publicPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  writeExclusive(paths.privateKey, privatePem, 0o600);
+  // The public half may be replaced: it is derived from the private key on every load anyway.
+  if (exists(paths.publicKey)) throw new FusionError('conflict', `${paths.publicKey} exists without a private key; remove it first`);
+  writeExclusive(paths.publicKey, publicPem, 0o644);
+  fsyncDir(home);
+  return { privateKey, publicKey, publicKeySha256: publicKeySha256(publicKey), publicKeyPem: publicPem };
+}
+
+function exists(file: string): boolean {
+  try {
+    lstatSync(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The configured key of `home`, or null when none was created. A key readable by others is refused. */
+export function loadSigningKey(home: string): SigningKey | null {
+  const paths = signingKeyPaths(home);
+  let st;
+  try {
+    st = lstatSync(paths.privateKey);
+  } catch {
+    return null;
+  }
+  if (!st.isFile()) throw new FusionError('invalid_config', `signing key ${paths.privateKey} is not a regular file`);
+  if ((st.mode & 0o077) !== 0) {
+    throw new FusionError('invalid_config', `signing key ${paths.privateKey} must be mode 0600 (is ${(st.mode & 0o777).toString(8)}); chmod 600 it`);
+  }
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(readFileSync(paths.privateKey));
+  } catch (err) {
+    throw new FusionError('invalid_config', `signing key ${paths.privateKey} is not a readable private key`, { cause: err });
+  }
+  if (privateKey.asymmetricKeyType !== 'ed25519') throw new FusionError('invalid_config', `signing key ${paths.privateKey} is not an Ed25519 key`);
+  const publicKey = createPublicKey(privateKey);
+  return {
+    privateKey,
+    publicKey,
+    publicKeySha256: publicKeySha256(publicKey),
+    publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+  };
+}
+
+/** Parses a PEM (SPKI) Ed25519 public key, e.g. the one `fusion keys signing-public` printed. */
+export function parsePublicKey(pem: string | Buffer): KeyObject {
+  let key: KeyObject;
+  try {
+    key = createPublicKey(pem);
+  } catch (err) {
+    throw new FusionError('invalid_input', 'the public key is not a PEM public key', { cause: err });
+  }
+  if (key.asymmetricKeyType !== 'ed25519') throw new FusionError('invalid_input', 'the public key is not an Ed25519 key');
+  return key;
+}
+
+/** Base64 Ed25519 signature over the manifest digest. */
+export function signManifestDigest(manifestSha256: string, key: KeyObject): string {
+  if (!HEX64.test(manifestSha256)) throw new FusionError('internal_error', 'manifest digest must be a lowercase hex sha256');
+  return sign(null, Buffer.from(CONTEXT + manifestSha256, 'utf8'), key).toString('base64');
+}
+
+export function verifyManifestSignature(manifestSha256: string, signature: string, key: KeyObject): boolean {
+  if (!HEX64.test(manifestSha256)) return false;
+  const raw = Buffer.from(signature, 'base64');
+  // Ed25519 signatures are 64 bytes; a non-canonical base64 text is refused too.
+  if (raw.length !== 64 || raw.toString('base64') !== signature) return false;
+  try {
+    return verify(null, Buffer.from(CONTEXT + manifestSha256, 'utf8'), key, raw);
+  } catch {
+    return false;
+  }
+}

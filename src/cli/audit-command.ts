@@ -1,0 +1,94 @@
+/**
+ * `fusion audit export TASK -o FILE.tar` and `fusion audit verify TASK|FILE.tar [--pubkey FILE]
+ * [--replay [--repo DIR]]`. Both work without a daemon: export reads the sealed tarball from the
+ * database of the data directory; verify needs nothing but the file (and, to pin the signer,
+ * the public key; to replay, a checkout of the repository).
+ *
+ * verify exits 0 when every check holds and 1 naming the first broken member.
+ */
+import { existsSync, readFileSync, writeFileSync, lstatSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { FusionError } from '../errors.js';
+import { silentLogger } from '../log.js';
+import { openSqliteStore } from '../store/sqlite-store.js';
+import { dataPaths } from '../tasks/paths.js';
+import { loadSigningKey, parsePublicKey } from '../audit/signing.js';
+import { verifyTaskTarball, type OfflineVerifyReport } from '../audit/offline-verify.js';
+import { readMembers } from '../audit/tar-members.js';
+import { flag, has, parseArgs, usageError } from './args.js';
+import { resolveHome, type Env } from './config.js';
+import type { Io } from './commands.js';
+
+const FLAGS = { data: { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {} };
+
+async function tarballFromStore(home: string, taskId: string): Promise<Buffer> {
+  const file = dataPaths(home).dbFile;
+  if (!existsSync(file)) throw new FusionError('not_found', `no database at ${file}; pass --data DIR (or FUSION_HOME) of the daemon that ran the task`);
+  const store = await openSqliteStore({ file, log: silentLogger() });
+  try {
+    const sealed = await store.getTaskTarball(taskId);
+    if (sealed === null) {
+      const task = await store.getTask(taskId);
+      if (task === null) throw new FusionError('not_found', `no task ${taskId} in ${file}`);
+      throw new FusionError('not_found', `task ${taskId} is ${task.state} and has no sealed tarball yet (a task is sealed when it ends)`);
+    }
+    return sealed.data;
+  } finally {
+    await store.close();
+  }
+}
+
+export async function auditCommand(argv: readonly string[], env: Env, io: Io): Promise<number> {
+  const [sub, ...raw] = argv;
+  // `-o FILE` is the documented short form of --out.
+  const rest = raw.map((a) => (a === '-o' ? '--out' : a));
+  const args = parseArgs(rest, FLAGS);
+  const target = args.positionals[0];
+  if (target === undefined || args.positionals.length > 1) throw usageError(`usage: fusion audit ${sub ?? 'export|verify'} TASK${sub === 'verify' ? '|FILE.tar' : ''} …`);
+  const home = resolveHome(args, env);
+
+  if (sub === 'export') {
+    const out = flag(args, 'out');
+    if (out === undefined) throw usageError('fusion audit export TASK -o FILE.tar: -o is required');
+    const data = await tarballFromStore(home, target);
+    writeFileSync(resolve(out), data, { mode: 0o600, flag: 'wx' });
+    io.stderr(`fusion: exported ${target}: ${data.length} bytes, ${readMembers(data).length} members → ${resolve(out)}\n`);
+    return 0;
+  }
+  if (sub !== 'verify') throw usageError(`unknown audit subcommand ${JSON.stringify(sub)}; use export or verify`);
+
+  const isFile = existsSync(target) && lstatSync(target).isFile();
+  const data = isFile ? readFileSync(target) : await tarballFromStore(home, target);
+  const pubkeyFile = flag(args, 'pubkey');
+  // A task read from this data directory is pinned to this directory's own key when it has one.
+  const publicKey = pubkeyFile !== undefined ? parsePublicKey(readFileSync(pubkeyFile)) : isFile ? undefined : (loadSigningKey(home)?.publicKey ?? undefined);
+  let replayRepo: string | undefined;
+  if (has(args, 'replay')) {
+    replayRepo = flag(args, 'repo');
+    if (replayRepo === undefined) {
+      const task = readMembers(data).find((m) => m.name === 'task.json');
+      replayRepo = task === undefined ? undefined : (JSON.parse(task.data.toString('utf8')) as { repo_dir?: string }).repo_dir;
+      if (replayRepo === undefined) throw usageError('--replay needs --repo DIR (a checkout of the repository the task read)');
+    }
+    replayRepo = resolve(replayRepo);
+  } else if (flag(args, 'repo') !== undefined) {
+    throw usageError('--repo is only used with --replay');
+  }
+  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}) });
+  printReport(report, io, has(args, 'json'));
+  return report.ok ? 0 : 1;
+}
+
+function printReport(report: OfflineVerifyReport, io: Io, json: boolean): void {
+  if (json) {
+    io.stdout(`${JSON.stringify(report, null, 2)}\n`);
+    return;
+  }
+  for (const check of report.checks) io.stdout(`ok   ${check}\n`);
+  if (report.ok) {
+    const signer = report.signed ? `signed by sha256:${report.signer ?? ''}${report.pinned ? ' (pinned)' : ' (not pinned: pass --pubkey)'}` : 'UNSIGNED';
+    io.stdout(`verified: task ${report.taskId ?? '?'} (${report.state ?? '?'}), ${report.members} members, ${signer}${report.replayed > 0 ? `, ${report.replayed} tool calls replayed` : ''}\n`);
+  } else {
+    io.stdout(`BROKEN: ${report.failure?.member ?? '?'}: ${report.failure?.message ?? 'verification failed'}\n`);
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Bree schedules the maintenance jobs (retention, orphan reaper, stale-task sweep, backup); each
+ * tick worker asks the main thread to run its job (jobs/maintenance-tick.ts). Every run is logged
+ * with its summary and counted in the metrics; a failing run is logged and retried at the next
+ * interval. An interval of 0 disables a job.
+ */
+import Bree from 'bree';
+import type { Logger } from '../log.js';
+import { toFusionError } from '../errors.js';
+import { maintenanceRuns } from '../metrics/registry.js';
+
+export type MaintenanceJobName = 'retention' | 'reaper' | 'stale-sweep' | 'backup';
+
+export interface MaintenanceJob {
+  name: MaintenanceJobName;
+  intervalMs: number;
+  run(): Promise<unknown>;
+}
+
+export interface MaintenanceScheduler {
+  /** Runs one job now, outside the schedule (admin command, tests); resolves with its summary. */
+  runNow(name: MaintenanceJobName): Promise<unknown>;
+  stop(): Promise<void>;
+}
+
+export async function startMaintenance(options: { jobFile: string; jobs: readonly MaintenanceJob[]; log: Logger }): Promise<MaintenanceScheduler> {
+  const log = options.log.child({ component: 'maintenance' });
+  const byName = new Map(options.jobs.map((j) => [j.name, j]));
+  const inFlight = new Map<string, Promise<unknown>>();
+
+  const runJob = (name: MaintenanceJobName): Promise<unknown> => {
+    const existing = inFlight.get(name);
+    if (existing) return existing;
+    const job = byName.get(name);
+    if (!job) return Promise.reject(new Error(`no maintenance job ${name}`));
+    const started = Date.now();
+    const p = job.run().then(
+      (summary) => {
+        maintenanceRuns.inc({ job: name, outcome: 'ok' });
+        log.info({ job: name, durationMs: Date.now() - started, summary }, 'maintenance job finished');
+        return summary;
+      },
+      (err: unknown) => {
+        maintenanceRuns.inc({ job: name, outcome: 'failed' });
+        log.error({ job: name, durationMs: Date.now() - started, err: toFusionError(err) }, 'maintenance job failed');
+        throw err;
+      },
+    ).finally(() => inFlight.delete(name));
+    inFlight.set(name, p);
+    return p;
+  };
+
+  const scheduled = options.jobs.filter((j) => j.intervalMs > 0);
+  const bree = new Bree({
+    root: false,
+    doRootCheck: false,
+    logger: false,
+    jobs: scheduled.map((j) => ({ name: j.name, path: options.jobFile, interval: j.intervalMs, timeout: false as const, worker: { workerData: { job: j.name } } })),
+    errorHandler: (err: unknown, meta: unknown) => log.warn({ meta, err: String(err) }, 'maintenance worker error'),
+    workerMessageHandler: ({ name, message }) => {
+      const wanted = (message as { run?: unknown } | null)?.run;
+      if (wanted !== name) return;
+      void runJob(name as MaintenanceJobName)
+        .catch(() => undefined)
+        .finally(() => bree.workers.get(name)?.postMessage('done'));
+    },
+  });
+  await bree.start();
+  log.info({ jobs: scheduled.map((j) => ({ job: j.name, intervalMs: j.intervalMs })), disabled: options.jobs.filter((j) => j.intervalMs <= 0).map((j) => j.name) }, 'maintenance scheduled');
+
+  return {
+    runNow: runJob,
+    async stop() {
+      await bree.stop().catch(() => undefined);
+      await Promise.allSettled([...inFlight.values()]);
+    },
+  };
+}

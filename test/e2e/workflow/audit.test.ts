@@ -1,0 +1,246 @@
+/**
+ * Provable audit through the real daemon and real bwrap sandboxes: one sealed tarball per task
+ * in SQLite at every terminal state, Ed25519 signatures checked by bg_result, replay of every
+ * repository tool call before evaluation, and `fusion audit export` / `verify` offline.
+ */
+import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../../src/cli/main.js';
+import type { Io } from '../../../src/cli/commands.js';
+import { initSigningKey } from '../../../src/audit/signing.js';
+import { readMembers, packMembers } from '../../../src/audit/tar-members.js';
+import { verifyTaskTarball } from '../../../src/audit/offline-verify.js';
+import { canonicalJson, sha256Hex } from '../../../src/contracts/canonical.js';
+import { SqliteDb } from '../../../src/store/sqlite-db.js';
+import { silentLogger } from '../../../src/log.js';
+import type { ModelProvider } from '../../../src/models/port.js';
+import { RIGHT_FILE, builtin, builtinRoster, describeWithBwrap, slowCandidate, startE2EDaemon, wrapProvider, type E2EDaemon } from './helpers.js';
+
+function captureIo(): Io & { out: string; err: string } {
+  const io = { out: '', err: '', stdout: (t: string) => void (io.out += t), stderr: (t: string) => void (io.err += t), readStdin: () => '' };
+  return io;
+}
+
+async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const io = captureIo();
+  const code = await runCli(argv, {}, io);
+  return { code, out: io.out, err: io.err };
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'fusion-audit-e2e-'));
+// The sandbox uid must be able to reach a repository copied below it.
+chmodSync(scratch, 0o755);
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Exports the task with the CLI and verifies the file with the CLI, pinned to the daemon's key. */
+async function exportAndVerify(d: E2EDaemon, taskId: string, name: string): Promise<{ file: string; pubkey: string; verify: { code: number; out: string } }> {
+  const file = join(scratch, `${name}.tar`);
+  const exported = await cli(['audit', 'export', taskId, '-o', file, '--data', d.home]);
+  expect(exported.code, exported.err).toBe(0);
+  const pub = await cli(['keys', 'signing-public', '--data', d.home]);
+  expect(pub.code).toBe(0);
+  const pubkey = join(scratch, `${name}.pub.pem`);
+  writeFileSync(pubkey, pub.out);
+  const verify = await cli(['audit', 'verify', file, '--pubkey', pubkey]);
+  return { file, pubkey, verify };
+}
+
+describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
+  describe('a completed task with a signing key', () => {
+    let d: E2EDaemon;
+    let taskId: string;
+    let file: string;
+    let pubkey: string;
+    beforeAll(async () => {
+      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home) });
+      taskId = (await d.submit()).taskId;
+      expect((await d.waitTerminal(taskId)).state).toBe('completed');
+      const done = await exportAndVerify(d, taskId, 'completed');
+      expect(done.verify.code, done.verify.out).toBe(0);
+      ({ file, pubkey } = done);
+    }, 120_000);
+    afterAll(async () => d.close());
+
+    it('stores one signed tarball in SQLite with the required members', async () => {
+      const sealed = (await d.daemon.store.getTaskTarball(taskId))!;
+      expect(sealed.sha256).toBe(sha256Hex(sealed.data));
+      expect(sealed.signature).not.toBeNull();
+      expect(sealed.publicKeySha256).toBe(d.daemon.signingKey!.publicKeySha256);
+      const names = readMembers(sealed.data).map((m) => m.name);
+      for (const required of [
+        'canonical-input.json', 'source-policy.json', 'budget-plan.json', 'attempts.json', 'blind-candidates.json', 'evaluation.json',
+        'result/answer.md', 'result/metadata.json', 'error.json', 'prompts.json', 'roster.json', 'manifest.json', 'signature.json',
+        'attempts/candidate-1.attempt-1/candidate-1.attempt-1.tool-calls.jsonl', 'attempts/candidate-1.attempt-1/candidate-1.attempt-1.tool-calls.jsonl.seal.json',
+        'attempts/candidate-1.attempt-1/supervisor.broker-record.json', 'attempts/candidate-1.attempt-1.replay.json',
+      ]) expect(names).toContain(required);
+      // The export is the stored blob, byte for byte.
+      expect(readFileSync(file).equals(sealed.data)).toBe(true);
+      // Deterministic: re-packing the same members gives the same bytes.
+      expect((await packMembers(readMembers(sealed.data))).equals(sealed.data)).toBe(true);
+    });
+
+    it('bg_result checks the signature and says signed: true, keeping the exact header', async () => {
+      const result = (await d.client.call('GET', `/v1/tasks/${taskId}/result`)) as Record<string, any>;
+      expect(result.signed).toBe(true);
+      expect(result.answer.header).toMatch(/^Answer: \d+ bytes, sha256:[0-9a-f]{64} \(verified\)\.$/);
+    });
+
+    it('verify passes offline with the pinned key and with --replay against the repository', async () => {
+      const replay = await cli(['audit', 'verify', file, '--pubkey', pubkey, '--replay', '--repo', d.repo]);
+      expect(replay.code, replay.out).toBe(0);
+      expect(replay.out).toMatch(/verified: task .* \(completed\), \d+ members, signed by sha256:[0-9a-f]{64} \(pinned\), \d+ tool calls replayed/);
+      // By task id from the data directory too (pinned to that directory's key).
+      expect((await cli(['audit', 'verify', taskId, '--data', d.home])).code).toBe(0);
+    });
+
+    it('a single flipped byte in any member, a removed member or a wrong key fails naming the member', async () => {
+      const original = readFileSync(file);
+      const members = readMembers(original);
+      const key = readFileSync(pubkey);
+      const { parsePublicKey } = await import('../../../src/audit/signing.js');
+      const pinned = parsePublicKey(key);
+      for (const m of members) {
+        if (m.data.length === 0) continue;
+        // A byte in the member's data.
+        const flipped = Buffer.from(original);
+        flipped[m.offset + 512 + Math.floor(m.data.length / 2)]! ^= 0x01;
+        const report = await verifyTaskTarball(flipped, { publicKey: pinned });
+        expect(report.ok, m.name).toBe(false);
+        expect(report.failure?.member, `${m.name}: ${report.failure?.message ?? ''}`).toBe(m.name);
+        // A byte in its header (the mode field).
+        const header = Buffer.from(original);
+        header[m.offset + 101]! ^= 0x01;
+        const headerReport = await verifyTaskTarball(header, { publicKey: pinned });
+        expect(headerReport.failure?.member, `${m.name} header`).toBe(m.name);
+      }
+      // A byte of a member's zero padding, and of the end-of-archive blocks.
+      const padded = members.find((m) => m.data.length % 512 !== 0)!;
+      const padding = Buffer.from(original);
+      padding[padded.end - 1]! ^= 0x01;
+      expect((await verifyTaskTarball(padding, { publicKey: pinned })).failure?.member).toBe(padded.name);
+      const trailer = Buffer.from(original);
+      trailer[trailer.length - 1]! ^= 0x01;
+      expect((await verifyTaskTarball(trailer, { publicKey: pinned })).failure?.member).toBe('(end-of-archive blocks)');
+      // Removing any member (re-packed canonically, so only the removal is wrong).
+      for (const m of members) {
+        const without = await packMembers(members.filter((x) => x.name !== m.name));
+        const report = await verifyTaskTarball(without, { publicKey: pinned });
+        expect(report.failure?.member, m.name).toBe(m.name);
+        expect(report.failure?.message).toMatch(/missing/);
+      }
+      // The wrong public key.
+      const otherHome = mkdtempSync(join(scratch, 'other-key-'));
+      const other = initSigningKey(otherHome);
+      const wrong = await verifyTaskTarball(original, { publicKey: other.publicKey });
+      expect(wrong.failure?.member).toBe('signature.json');
+      const viaCli = await cli(['audit', 'verify', file, '--pubkey', join(otherHome, 'signing-key.pub.pem')]);
+      expect(viaCli.code).toBe(1);
+      expect(viaCli.out).toMatch(/^BROKEN: signature\.json: the tarball is signed by key/m);
+    }, 120_000);
+
+    it('replay against a changed repository says so instead of raising a false alarm', async () => {
+      const copy = mkdtempSync(join(scratch, 'repo-'));
+      const { cpSync } = await import('node:fs');
+      cpSync(d.repo, copy, { recursive: true });
+      const changed = join(copy, RIGHT_FILE);
+      writeFileSync(changed, readFileSync(changed, 'utf8').replace(/refill/gi, 'restock'));
+      const report = await cli(['audit', 'verify', file, '--pubkey', pubkey, '--replay', '--repo', copy]);
+      expect(report.code).toBe(1);
+      // The first call whose result changed names what it depended on: the file it read, or the
+      // tree it searched (a whole-repository grep names `.`).
+      expect(report.out).toMatch(/^BROKEN: attempts\/candidate-\d\.attempt-1\.replay\.json: .*repository changed since the run: (\.|src\/token-bucket\.js|src) \(call \d+, (read|grep|find|ls)\)/m);
+    });
+
+    it('a consistent rewrite of the answer and its digests no longer reads back as verified', async () => {
+      const result = (await d.daemon.store.getResult(taskId))!;
+      const forged = 'The refill is in src/other.js:1.\n';
+      writeFileSync(result.answerPath, forged);
+      const metadata = canonicalJson({ ...(JSON.parse(result.metadata) as Record<string, unknown>), answer_sha256: sha256Hex(forged), answer_bytes: Buffer.byteLength(forged) });
+      const db = await SqliteDb.open(join(d.home, 'fusion.db'), silentLogger());
+      try {
+        await db.run('UPDATE results SET answer_sha256 = ?, answer_bytes = ?, metadata = ?, metadata_sha256 = ? WHERE task_id = ?', [
+          sha256Hex(forged), Buffer.byteLength(forged), metadata, sha256Hex(metadata), taskId,
+        ]);
+      } finally {
+        await db.close();
+      }
+      const err = (await d.client.call('GET', `/v1/tasks/${taskId}/result`).catch((e: unknown) => e)) as { code?: string; message?: string };
+      expect(err.code).toBe('artifact_error');
+      expect(err.message).toMatch(/differs from the signed task tarball/);
+    });
+  });
+
+  describe('failed and cancelled tasks', () => {
+    let d: E2EDaemon | undefined;
+    afterEach(async () => {
+      await d?.close();
+      d = undefined;
+    });
+
+    it('a failed task is sealed and verifies', async () => {
+      const crash: ModelProvider = wrapProvider(builtin('path-search'), async () => {
+        throw new Error('simulated provider crash');
+      });
+      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home), roster: builtinRoster({ candidates: { 2: crash } }) });
+      const { taskId } = await d.submit();
+      expect((await d.waitTerminal(taskId)).state).toBe('failed');
+      const { verify } = await exportAndVerify(d, taskId, 'failed');
+      expect(verify.code, verify.out).toBe(0);
+      expect(verify.out).toMatch(/\(failed\)/);
+      const members = readMembers((await d.daemon.store.getTaskTarball(taskId))!.data);
+      const error = JSON.parse(members.find((m) => m.name === 'error.json')!.data.toString('utf8')) as { code: string };
+      expect(error.code).toBe('model_error');
+    }, 120_000);
+
+    it('a cancelled task is sealed and verifies', async () => {
+      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home), roster: builtinRoster({ candidates: { 1: slowCandidate('content-search', 60_000) } }) });
+      const { taskId } = await d.submit();
+      await new Promise((r) => setTimeout(r, 1500));
+      await d.client.call('POST', `/v1/tasks/${taskId}/cancel`);
+      expect((await d.waitTerminal(taskId)).state).toBe('cancelled');
+      const { verify } = await exportAndVerify(d, taskId, 'cancelled');
+      expect(verify.code, verify.out).toBe(0);
+      expect(verify.out).toMatch(/\(cancelled\)/);
+    }, 120_000);
+
+    it('a tool result that differs from a replay fails the attempt with an audit error', async () => {
+      // candidate-1's replay sandbox sees the ground truth: a repository where the file the
+      // candidates read differs. What candidate-1 logged (and sent to the model) is then not what
+      // the read-only repository gives, exactly as if the child had forged its tool results.
+      const truth = mkdtempSync(join(scratch, 'truth-'));
+      chmodSync(truth, 0o755);
+      let repo = '';
+      d = await startE2EDaemon({
+        hooks: {
+          beforeLaunch: (spec) => {
+            if (spec.label !== 'candidate-1.attempt-1.replay') return spec;
+            cpSync(repo, truth, { recursive: true });
+            const file = join(truth, RIGHT_FILE);
+            writeFileSync(file, readFileSync(file, 'utf8').replace(/refill/gi, 'restock'));
+            return { ...spec, repoDir: truth };
+          },
+        },
+      });
+      repo = d.repo;
+      const { taskId } = await d.submit();
+      const task = await d.waitTerminal(taskId);
+      expect(task.state).toBe('failed');
+      expect(task.error.code, task.error.message).toBe('child_event_invalid');
+      expect(task.error.message).toMatch(/tool-call replay failed: call \d+ \((read|grep|find|ls)\): the logged result .* differs from a replay over the read-only repository/);
+      // The replay record is kept in the sealed tarball, showing the differing digests, and its
+      // attempt is the failed one.
+      const members = readMembers((await d.daemon.store.getTaskTarball(taskId))!.data);
+      const records = members.filter((m) => m.name.endsWith('.replay.json')).map((m) => ({
+        name: /attempts\/(candidate-\d)\.attempt-1\.replay\.json/.exec(m.name)![1],
+        calls: (JSON.parse(m.data.toString('utf8')) as { calls: Array<{ result_sha256: string; replayed_sha256: string }> }).calls,
+      }));
+      const forged = records.filter((r) => r.calls.some((c) => c.result_sha256 !== c.replayed_sha256));
+      expect(forged.map((r) => r.name)).toEqual(['candidate-1']);
+      const attempts = await d.daemon.store.listAttempts(taskId);
+      for (const r of forged) expect(attempts.find((a) => a.stage === r.name)?.status).toBe('failed');
+      expect(existsSync(join(d.home, 'tasks', taskId, 'result'))).toBe(false);
+    }, 120_000);
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Replay verification against a forged record, through a real bwrap replay sandbox: a log and
+ * broker record that agree with each other (so every cross-check passes) but claim a tool
+ * result the read-only repository does not give are caught by the replay.
+ */
+import { createHash } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
+import { DEFAULT_SANDBOX_LIMITS } from '../../../src/launcher/port.js';
+import { silentLogger } from '../../../src/log.js';
+import { SCHEMA } from '../../../src/contracts/constants.js';
+import type { BrokerRecord, ToolCallLogRecord } from '../../../src/contracts/broker-record.js';
+import { crossCheckConversation } from '../../../src/audit/cross-check.js';
+import { buildReplayRecord, compareReplay, replayInSandbox, replayInputs, replayRecordOffline } from '../../../src/audit/replay.js';
+import { runTool } from '../../../sandbox/tools/index.js';
+import { DIST, SANDBOX_UID, copyFixtureRepo, describeWithBwrap } from './helpers.js';
+
+const sha = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+const TOOLS = ['read', 'grep', 'find', 'ls'];
+
+function logRecord(ordinal: number, name: string, args: string, result: string): ToolCallLogRecord {
+  return {
+    schema_version: SCHEMA.toolCall, ordinal, tool_name: name, arguments_sha256: sha(args), arguments_bytes: Buffer.byteLength(args),
+    result_bytes: Buffer.byteLength(result), result_sha256: sha(result), status: 'ok', duration_ms: 1,
+  };
+}
+
+function brokerFor(calls: Array<{ name: string; args: string }>, results: string[]): BrokerRecord[] {
+  const at = new Date().toISOString();
+  return [
+    { kind: 'model', ordinal: 0, at, durationMs: 1, requestBytes: 1, responseBytes: 1, toolCallsRequested: calls.length, ok: true, requested_calls: calls.map((c) => ({ name: c.name, arguments_sha256: sha(c.args) })), sent_results: [], content_sha256: sha('') },
+    { kind: 'model', ordinal: 1, at, durationMs: 1, requestBytes: 1, responseBytes: 1, toolCallsRequested: 0, ok: true, requested_calls: [], sent_results: results.map(sha), content_sha256: sha('answer') },
+  ];
+}
+
+describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
+  let fixture: { root: string; repo: string };
+  let runRoot: string;
+  const launcher = createBwrapLauncher({ log: silentLogger(), sandboxUid: SANDBOX_UID, sandboxGid: SANDBOX_UID });
+  beforeAll(() => {
+    fixture = copyFixtureRepo();
+    runRoot = mkdtempSync(join(tmpdir(), 'fsn-rp-'));
+    chmodSync(runRoot, 0o711);
+  });
+  afterAll(() => {
+    rmSync(fixture.root, { recursive: true, force: true });
+    rmSync(runRoot, { recursive: true, force: true });
+  });
+
+  const calls = [
+    { name: 'read', args: '{"path":"src/token-bucket.js","limit":20}' },
+    { name: 'grep', args: '{"pattern":"refill","path":"src"}' },
+    { name: 'ls', args: '' },
+  ];
+  const replay = (logRecords: ToolCallLogRecord[]) =>
+    replayInSandbox({
+      launcher, taskId: 'investigate-replaytest', label: 'candidate-1.attempt-1', repoDir: fixture.repo, codeDir: DIST, runRoot,
+      owner: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
+      calls: replayInputs(logRecords, calls.map((c) => ({ name: c.name, arguments: c.args }))),
+    });
+
+  it('a truthful log replays to the same digests', async () => {
+    const results = await Promise.all(calls.map(async (c) => {
+      const r = await runTool(c.name, fixture.repo, c.args === '' ? {} : JSON.parse(c.args));
+      return r.ok ? r.text : r.error;
+    }));
+    const log = calls.map((c, i) => logRecord(i, c.name, c.args, results[i]!));
+    const replayed = await replay(log);
+    expect(replayed).toHaveLength(3);
+    expect(() => compareReplay(log, replayed)).not.toThrow();
+    // Each call records what it depended on.
+    expect(Object.keys(replayed[0]!.touched)).toEqual(['src/token-bucket.js']);
+    expect(Object.keys(replayed[2]!.touched)).toEqual(['.']);
+    const record = buildReplayRecord(TOOLS, 'bwrap', calls.map((c, i) => ({ ordinal: i, tool_name: c.name, arguments: c.args })), log, replayed);
+    expect(await replayRecordOffline(record, fixture.repo)).toMatchObject({ ok: true, replayed: 3 });
+  }, 60_000);
+
+  it('a forged broker record whose result digest differs from the replay fails with an audit error', async () => {
+    const results = await Promise.all(calls.map(async (c) => {
+      const r = await runTool(c.name, fixture.repo, c.args === '' ? {} : JSON.parse(c.args));
+      return r.ok ? r.text : r.error;
+    }));
+    // The grep "result" is forged consistently in the log and in what crossed the broker.
+    results[1] = 'src/token-bucket.js:1:nothing to see here';
+    const log = calls.map((c, i) => logRecord(i, c.name, c.args, results[i]!));
+    expect(() => crossCheckConversation(log, brokerFor(calls, results))).not.toThrow();
+    const replayed = await replay(log);
+    let caught: unknown;
+    try {
+      compareReplay(log, replayed);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toMatchObject({ code: 'child_event_invalid' });
+    expect((caught as Error).message).toMatch(/^tool-call replay failed: call 1 \(grep\): the logged result .* differs from a replay over the read-only repository/);
+    // Offline, over the unchanged repository, it is a mismatch, not "repository changed".
+    const record = buildReplayRecord(TOOLS, 'bwrap', calls.map((c, i) => ({ ordinal: i, tool_name: c.name, arguments: c.args })), log, replayed);
+    expect(await replayRecordOffline(record, fixture.repo)).toMatchObject({ ok: false, ordinal: 1, reason: 'mismatch' });
+  }, 60_000);
+
+  it('arguments that are not the ones the model sent are refused before any replay', () => {
+    const log = [logRecord(0, 'read', '{"path":"README.md"}', 'x')];
+    expect(() => replayInputs(log, [{ name: 'read', arguments: '{"path":"src/token-bucket.js"}' }])).toThrow(/does not match the arguments the model sent/);
+  });
+});

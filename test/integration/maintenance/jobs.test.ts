@@ -1,0 +1,142 @@
+/**
+ * The maintenance jobs against a real SQLite store and real directories: retention never
+ * deletes a task whose run is in flight, the stale-task sweep fails only orphaned tasks, backups
+ * rotate, and the reaper removes stale scratch and staging directories but not a live one.
+ */
+import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../../src/log.js';
+import type { FusionError } from '../../../src/errors.js';
+import { runBackup, runOrphanReaper, runRetention, runRootPidFile, runStaleTaskSweep } from '../../../src/maintenance/jobs.js';
+import { maintenanceConfig, parseDuration } from '../../../src/maintenance/config.js';
+import type { SqliteStore } from '../../../src/store/sqlite-store.js';
+import { newTask, openStore, tempDir, type TempDir } from '../store/helpers.js';
+
+let tmp: TempDir;
+let store: SqliteStore;
+beforeEach(async () => {
+  tmp = await tempDir();
+  store = await openStore(tmp.file);
+});
+afterEach(async () => {
+  await store.close();
+  await tmp.cleanup();
+});
+
+async function finished(state: 'failed' | 'cancelled' = 'failed'): Promise<string> {
+  const t = await store.createTask(newTask());
+  await store.transitionTask(t.id, 'initializing', state, state === 'failed' ? { error: { code: 'child_failed', message: 'x', state: 'initializing' } } : {});
+  return t.id;
+}
+
+describe('retention', () => {
+  it('deletes old terminal tasks with their directory and tarball, never one still in flight or a running task', async () => {
+    const tasksDir = join(tmp.dir, 'tasks');
+    const old = await finished();
+    const settling = await finished('cancelled');
+    const active = (await store.createTask(newTask())).id;
+    for (const id of [old, settling, active]) mkdirSync(join(tasksDir, id), { recursive: true });
+    await store.saveTaskTarball({ taskId: old, sha256: 'a'.repeat(64), bytes: 1, manifestSha256: 'b'.repeat(64), signature: null, publicKeySha256: null, createdAt: new Date().toISOString(), data: Buffer.from('x') });
+    const out = await runRetention({ store, tasksDir, olderThanDays: 0, running: () => new Set([settling, active]), now: Date.now() + 1000, log: silentLogger() });
+    expect(out).toEqual({ deleted: [old], kept: 1 });
+    expect(await store.getTask(old)).toBeNull();
+    expect(await store.getTaskTarball(old)).toBeNull();
+    expect(existsSync(join(tasksDir, old))).toBe(false);
+    expect(await store.getTask(settling)).not.toBeNull();
+    expect(existsSync(join(tasksDir, settling))).toBe(true);
+    expect((await store.getTask(active))?.state).toBe('initializing');
+    // Younger than the window: kept.
+    expect((await runRetention({ store, tasksDir, olderThanDays: 1, running: () => new Set(), log: silentLogger() })).deleted).toEqual([]);
+  });
+});
+
+describe('stale-task sweep', () => {
+  it('fails non-terminal tasks no run owns once they are older than the threshold', async () => {
+    const orphan = (await store.createTask(newTask())).id;
+    const owned = (await store.createTask(newTask())).id;
+    const failedWith: Array<[string, FusionError]> = [];
+    const fail = async (id: string, err: FusionError): Promise<void> => {
+      failedWith.push([id, err]);
+    };
+    const early = await runStaleTaskSweep({ store, running: () => new Set([owned]), fail, staleAfterMs: 60_000, log: silentLogger() });
+    expect(early.failed).toEqual([]);
+    const late = await runStaleTaskSweep({ store, running: () => new Set([owned]), fail, staleAfterMs: 60_000, now: Date.now() + 120_000, log: silentLogger() });
+    expect(late.failed).toEqual([orphan]);
+    expect(failedWith[0]![1].code).toBe('supervisor_restarted');
+  });
+});
+
+describe('backup', () => {
+  it('writes a consistent online copy and keeps only the newest N', async () => {
+    const dir = join(tmp.dir, 'backups');
+    mkdirSync(dir);
+    await store.createTask(newTask());
+    for (let i = 0; i < 4; i += 1) {
+      await runBackup({ store, dir, keep: 2, now: new Date(Date.UTC(2026, 0, 1, 0, 0, i)), log: silentLogger() });
+    }
+    const files = readdirSync(dir).sort();
+    expect(files).toEqual(['fusion-20260101T000002000Z.db', 'fusion-20260101T000003000Z.db']);
+    const copy = await openStore(join(dir, files[1]!));
+    try {
+      expect(await copy.listTasks()).toHaveLength(1);
+    } finally {
+      await copy.close();
+    }
+  });
+});
+
+describe('orphan reaper (directories)', () => {
+  it('removes stale Docker scratch dirs and dead run roots, keeps fresh ones, live roots and its own', async () => {
+    const tmpDir = join(tmp.dir, 'tmp');
+    mkdirSync(tmpDir);
+    const uid = process.getuid?.() ?? 0;
+    const old = (Date.now() - 3 * 3_600_000) / 1000;
+    const mk = (name: string, age = old): string => {
+      const p = join(tmpDir, name);
+      mkdirSync(p);
+      writeFileSync(join(p, 'f'), 'x');
+      utimesSync(p, age, age);
+      return p;
+    };
+    const staleScratch = mk('fusion-docker-abc123');
+    const freshScratch = mk('fusion-docker-def456', Date.now() / 1000);
+    const deadRoot = mk(`fsn-${uid}-0000dead`);
+    const liveRoot = mk(`fsn-${uid}-0000a11e`);
+    writeFileSync(runRootPidFile(liveRoot), `${process.pid}\n`);
+    const ownRoot = mk(`fsn-${uid}-00000000`);
+    const cgroupRoot = join(tmp.dir, 'cgroup');
+    const leftover = join(cgroupRoot, 'system.slice', 'fusion-sandboxes', 'sbx-1');
+    mkdirSync(leftover, { recursive: true });
+    utimesSync(leftover, old, old);
+    utimesSync(join(cgroupRoot, 'system.slice', 'fusion-sandboxes'), old, old);
+    const reaped: Array<Set<string>> = [];
+    const out = await runOrphanReaper({
+      reapContainers: async (live) => {
+        reaped.push(live);
+        return ['c0ffee'];
+      },
+      running: () => new Set(['investigate-running']),
+      tmpDir, runRoot: ownRoot, staleAfterMs: 3_600_000, cgroupRoots: [cgroupRoot], log: silentLogger(),
+    });
+    expect(reaped[0]).toEqual(new Set(['investigate-running']));
+    expect(out.containers).toEqual(['c0ffee']);
+    expect(out.dockerScratch).toEqual([staleScratch]);
+    expect(out.stagingRoots).toEqual([deadRoot]);
+    // The empty per-sandbox cgroup goes; its group was just touched by that removal, so it stays
+    // until it has been idle for the whole threshold (a launcher may be about to use it).
+    expect(out.cgroups).toEqual([leftover]);
+    expect(existsSync(join(cgroupRoot, 'system.slice', 'fusion-sandboxes'))).toBe(true);
+    expect(existsSync(freshScratch) && existsSync(liveRoot) && existsSync(ownRoot)).toBe(true);
+  });
+});
+
+describe('maintenance config', () => {
+  it('reads intervals with units and refuses nonsense', () => {
+    expect(parseDuration('X', '90s')).toBe(90_000);
+    expect(parseDuration('X', '1500')).toBe(1500);
+    const c = maintenanceConfig('/h', { FUSION_RETENTION_DAYS: '7', FUSION_BACKUP_INTERVAL: '0', FUSION_BACKUP_KEEP: '3' });
+    expect(c).toMatchObject({ retentionDays: 7, backupIntervalMs: 0, backupKeep: 3, backupDir: '/h/backups', reaperIntervalMs: 600_000 });
+    expect(() => maintenanceConfig('/h', { FUSION_REAPER_INTERVAL: 'soon' })).toThrow(/FUSION_REAPER_INTERVAL must be a duration/);
+  });
+});

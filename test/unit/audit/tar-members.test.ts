@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { memberAt, packMembers, readMembers } from '../../../src/audit/tar-members.js';
+
+const members = [
+  { name: 'b.txt', data: Buffer.from('hello\n') },
+  { name: 'attempts/candidate-1.attempt-1/candidate-1.attempt-1.tool-calls.jsonl.seal.json', data: Buffer.from('x'.repeat(700)) },
+  { name: 'empty.json', data: Buffer.alloc(0) },
+];
+
+describe('deterministic member tarballs', () => {
+  it('packs the same members to the same bytes, whatever their order', async () => {
+    const a = await packMembers(members);
+    const b = await packMembers([...members].reverse());
+    expect(a.equals(b)).toBe(true);
+    const read = readMembers(a);
+    expect(read.map((m) => m.name)).toEqual(['attempts/candidate-1.attempt-1/candidate-1.attempt-1.tool-calls.jsonl.seal.json', 'b.txt', 'empty.json']);
+    expect(read[1]!.data.toString()).toBe('hello\n');
+    expect(memberAt(read, read[1]!.offset + 3)).toBe('b.txt');
+    expect(memberAt(read, a.length - 1)).toBe('(end-of-archive blocks)');
+  });
+
+  it('refuses unsafe or duplicate names', async () => {
+    await expect(packMembers([{ name: '../x', data: Buffer.alloc(1) }])).rejects.toThrow(/unsafe/);
+    await expect(packMembers([{ name: 'a', data: Buffer.alloc(1) }, { name: 'a', data: Buffer.alloc(2) }])).rejects.toThrow(/duplicate/);
+  });
+
+  it('names the member of a corrupt header, and refuses a truncated archive', async () => {
+    const tar = await packMembers(members);
+    const read = readMembers(tar);
+    const bad = Buffer.from(tar);
+    bad[read[1]!.offset + 10]! ^= 1;
+    expect(() => readMembers(bad)).toThrow(/checksum mismatch/);
+    expect(() => readMembers(tar.subarray(0, read[1]!.end))).toThrow(/truncated/);
+  });
+});
