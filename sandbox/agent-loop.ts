@@ -28,6 +28,9 @@ import type {
   ToolSpec,
 } from '../src/contracts/broker-protocol.js';
 import { CHILD_LIMITS, REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL } from '../src/contracts/constants.js';
+import { rejectionOf } from '../src/contracts/tool-rejection.js';
+
+export { rejectionOf };
 import type { FetchProvenance, ToolCallLog } from './audit-log.js';
 import type { BrokerClient } from './broker-client.js';
 import { TOOL_SPECS, isToolName, runTool } from './tools/index.js';
@@ -147,27 +150,6 @@ function attemptedUrlOf(rawArguments: string): string {
     // not JSON: nothing was attempted
   }
   return '';
-}
-
-/**
- * Why a call must be refused before anything runs (the model invented a tool or wrote arguments
- * that are not a JSON object), as the error text the model gets back; undefined when it may run.
- */
-export function rejectionOf(call: ToolCall, tools: readonly string[]): string | undefined {
-  const shown = JSON.stringify(call.name.slice(0, 100));
-  if (!tools.includes(call.name)) {
-    return `tool ${shown} does not exist here and was not run; available tools: ${tools.length > 0 ? tools.join(', ') : 'none'}. Call one of those, or write your final answer.`;
-  }
-  // Some models send "" for a call without arguments (e.g. `ls`).
-  if (call.arguments.trim() === '') return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(call.arguments);
-  } catch {
-    return `${call.name} was not run: its arguments must be a JSON object, and they are not valid JSON. Call it again with a JSON object.`;
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return `${call.name} was not run: its arguments must be a JSON object. Call it again with a JSON object.`;
-  return undefined;
 }
 
 export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutcome> {

@@ -52,7 +52,7 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
     async complete(logRecords) {
       const raw = input.rawCalls();
       // The arguments replayed are the ones the log records (same digests, same order).
-      const calls = replayInputs(logRecords, raw);
+      const calls = replayInputs(logRecords, raw, input.tools);
       const replayed = alignStreamedReplay(logRecords, await streaming.finish());
       const record = buildReplayRecord(input.tools, launcher.name, calls, logRecords, replayed);
       // Kept apart from attempts/ (which holds only attempt directories and their tarballs).

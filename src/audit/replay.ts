@@ -16,7 +16,8 @@ import { readFileSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { FusionError } from '../errors.js';
-import { CANDIDATE_TOOLS } from '../contracts/constants.js';
+import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT } from '../contracts/constants.js';
+import { rejectionOf } from '../contracts/tool-rejection.js';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
 import { createStaging, writeRequestFile, type SandboxOwner } from '../workflow/staging.js';
@@ -70,12 +71,30 @@ const isRepoTool = (name: string): boolean => (CANDIDATE_TOOLS as readonly strin
 /**
  * Binds the broker's raw calls to the log (same name and argument digest, in order) and
  * returns the repository calls to replay. A log longer than the calls is refused here too.
+ *
+ * A call the child logged as rejected is replayed too, by rule rather than in a sandbox: the
+ * model's call must really be one the child had to refuse (an unknown tool for `tools`, or
+ * arguments that are not a JSON object), and the logged result must be exactly the refusal text.
+ * So a child cannot relabel a valid call as rejected to avoid running (and being checked on) it.
  */
-export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[]): ReplayCall[] {
+export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[], tools: readonly string[]): ReplayCall[] {
   if (logRecords.length > rawCalls.length) throw replayError(`the log has ${logRecords.length} calls but the broker saw ${rawCalls.length}`);
   const calls: ReplayCall[] = [];
   logRecords.forEach((rec, i) => {
     const raw = rawCalls[i]!;
+    if (rec.tool_name === REJECTED_CALL_EVENT) {
+      if (sha256(raw.arguments) !== rec.arguments_sha256) throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
+      const refusal = rejectionOf(raw, tools);
+      if (refusal === undefined) {
+        replayMismatches.inc();
+        throw replayError(`call ${i} was logged as rejected, but the model's call to ${JSON.stringify(raw.name.slice(0, 100))} is valid and had to run`, { ordinal: rec.ordinal });
+      }
+      if (rec.status !== 'error' || rec.result_sha256 !== sha256(refusal)) {
+        replayMismatches.inc();
+        throw replayError(`call ${i} (${rec.tool_name}): the logged refusal differs from the one the rule gives`, { ordinal: rec.ordinal });
+      }
+      return;
+    }
     if (raw.name !== rec.tool_name || sha256(raw.arguments) !== rec.arguments_sha256) {
       throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
     }

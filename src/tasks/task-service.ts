@@ -138,11 +138,11 @@ export class TaskService {
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
         await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
-        // The stopped run has recorded the usage of every model call it made: return it too.
-        return (await this.deps.store.getTask(taskId)) ?? moved;
       }
+      // Sealed once its runs have stopped, so the tarball holds what they left.
       await this.terminalHook(taskId);
-      return moved;
+      // The stopped run has recorded the usage of every model call it made: return it too.
+      return (await this.deps.store.getTask(taskId)) ?? moved;
     }
   }
 

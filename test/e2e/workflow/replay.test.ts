@@ -11,7 +11,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
 import { DEFAULT_SANDBOX_LIMITS } from '../../../src/launcher/port.js';
 import { silentLogger } from '../../../src/log.js';
-import { SCHEMA } from '../../../src/contracts/constants.js';
+import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT, SCHEMA } from '../../../src/contracts/constants.js';
+import { rejectionOf } from '../../../src/contracts/tool-rejection.js';
 import type { BrokerRecord, ToolCallLogRecord } from '../../../src/contracts/broker-record.js';
 import { crossCheckConversation } from '../../../src/audit/cross-check.js';
 import { buildReplayRecord, compareReplay, replayInSandbox, replayInputs, replayRecordOffline } from '../../../src/audit/replay.js';
@@ -21,10 +22,10 @@ import { DIST, SANDBOX_UID, copyFixtureRepo, describeWithBwrap } from './helpers
 const sha = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 const TOOLS = ['read', 'grep', 'find', 'ls'];
 
-function logRecord(ordinal: number, name: string, args: string, result: string): ToolCallLogRecord {
+function logRecord(ordinal: number, name: string, args: string, result: string, status: 'ok' | 'error' = 'ok'): ToolCallLogRecord {
   return {
     schema_version: SCHEMA.toolCall, ordinal, tool_name: name, arguments_sha256: sha(args), arguments_bytes: Buffer.byteLength(args),
-    result_bytes: Buffer.byteLength(result), result_sha256: sha(result), status: 'ok', duration_ms: 1,
+    result_bytes: Buffer.byteLength(result), result_sha256: sha(result), status, duration_ms: 1,
   };
 }
 
@@ -59,7 +60,7 @@ describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
     replayInSandbox({
       launcher, taskId: 'investigate-replaytest', label: 'candidate-1.attempt-1', repoDir: fixture.repo, codeDir: DIST, runRoot,
       owner: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
-      calls: replayInputs(logRecords, calls.map((c) => ({ name: c.name, arguments: c.args }))),
+      calls: replayInputs(logRecords, calls.map((c) => ({ name: c.name, arguments: c.args })), CANDIDATE_TOOLS),
     });
 
   it('a truthful log replays to the same digests', async () => {
@@ -103,6 +104,17 @@ describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
 
   it('arguments that are not the ones the model sent are refused before any replay', () => {
     const log = [logRecord(0, 'read', '{"path":"README.md"}', 'x')];
-    expect(() => replayInputs(log, [{ name: 'read', arguments: '{"path":"src/token-bucket.js"}' }])).toThrow(/does not match the arguments the model sent/);
+    expect(() => replayInputs(log, [{ name: 'read', arguments: '{"path":"src/token-bucket.js"}' }], CANDIDATE_TOOLS)).toThrow(/does not match the arguments the model sent/);
+  });
+
+  // Regression: a child could log a valid call as a rejected one (an allowlisted event) so that
+  // it never ran and was never replayed. A rejection is now checked by the same rule the child uses.
+  it('a call logged as rejected must be one the rule refuses, with exactly the refusal text', () => {
+    const bash = '{"cmd":"id"}';
+    const refusal = rejectionOf({ name: 'bash', arguments: bash }, CANDIDATE_TOOLS)!;
+    expect(replayInputs([logRecord(0, REJECTED_CALL_EVENT, bash, refusal, 'error')], [{ name: 'bash', arguments: bash }], CANDIDATE_TOOLS)).toEqual([]);
+    const valid = '{"path":"README.md"}';
+    expect(() => replayInputs([logRecord(0, REJECTED_CALL_EVENT, valid, 'anything', 'error')], [{ name: 'read', arguments: valid }], CANDIDATE_TOOLS)).toThrow(/logged as rejected, but the model's call to "read" is valid and had to run/);
+    expect(() => replayInputs([logRecord(0, REJECTED_CALL_EVENT, bash, 'other text', 'error')], [{ name: 'bash', arguments: bash }], CANDIDATE_TOOLS)).toThrow(/logged refusal differs/);
   });
 });
