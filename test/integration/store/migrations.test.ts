@@ -33,8 +33,8 @@ async function rejection(promise: Promise<unknown>): Promise<FusionError> {
 
 describe('migrations', () => {
   it('are numbered 1..n', () => {
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2]);
-    expect(LATEST_SCHEMA_VERSION).toBe(2);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3]);
+    expect(LATEST_SCHEMA_VERSION).toBe(3);
   });
 
   it('create every table once and are idempotent across opens', async () => {
@@ -45,7 +45,7 @@ describe('migrations', () => {
     }
     await withDb(async (db) => {
       const versions = await db.all<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
-      expect(versions).toEqual([{ version: 1, name: 'tasks' }, { version: 2, name: 'research' }]);
+      expect(versions).toEqual([{ version: 1, name: 'tasks' }, { version: 2, name: 'research' }, { version: 3, name: 'research-run-details' }]);
       const tables = await db.all<{ name: string }>(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
       );
@@ -54,32 +54,32 @@ describe('migrations', () => {
         'schema_migrations', 'task_events', 'tasks',
       ]);
       const indexes = await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
-      expect(indexes.map((i) => i.name)).toEqual(['task_events_task_seq', 'tasks_state']);
-      expect(await migrate(db, silentLogger())).toEqual({ from: 2, to: 2, applied: [] });
+      expect(indexes.map((i) => i.name)).toEqual(['research_documents_run', 'research_runs_status', 'task_events_task_seq', 'tasks_state']);
+      expect(await migrate(db, silentLogger())).toEqual({ from: 3, to: 3, applied: [] });
     });
   });
 
   it('refuses a database whose schema is newer than the code', async () => {
     await (await openStore(tmp.file)).close();
-    await withDb((db) => db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, 'future', 'x')"));
+    await withDb((db) => db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (4, 'future', 'x')"));
     const err = await rejection(openStore(tmp.file));
     expect(err.code).toBe('store_error');
-    expect(err.message).toMatch(/schema version 3 is newer than this fusion build knows \(2\)/);
+    expect(err.message).toMatch(/schema version 4 is newer than this fusion build knows \(3\)/);
     expect(err.retryable).toBe(false);
   });
 
   it('apply each migration atomically with its version row', async () => {
-    const broken = [...MIGRATIONS, { version: 3, name: 'broken', sql: 'CREATE TABLE half (x); CREATE TABLE half (y);' }];
+    const broken = [...MIGRATIONS, { version: 4, name: 'broken', sql: 'CREATE TABLE half (x); CREATE TABLE half (y);' }];
     await withDb(async (db) => {
       const err = await rejection(migrate(db, silentLogger(), broken));
       expect(err.code).toBe('store_error');
       expect(await db.get("SELECT name FROM sqlite_master WHERE name = 'half'")).toBeUndefined();
-      expect(await db.get<{ v: number }>('SELECT MAX(version) AS v FROM schema_migrations')).toEqual({ v: 2 });
+      expect(await db.get<{ v: number }>('SELECT MAX(version) AS v FROM schema_migrations')).toEqual({ v: 3 });
     });
   });
 
   it('reject a list with a gap in its numbering', async () => {
-    const gapped = [...MIGRATIONS, { version: 4, name: 'gap', sql: 'SELECT 1' }];
+    const gapped = [...MIGRATIONS, { version: 5, name: 'gap', sql: 'SELECT 1' }];
     await withDb(async (db) => {
       expect((await rejection(migrate(db, silentLogger(), gapped))).code).toBe('internal_error');
     });
