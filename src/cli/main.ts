@@ -14,6 +14,7 @@ import { serveMcp } from '../mcp/server.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, FETCH_USAGE } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
+import { keysCommand, KEYS_USAGE } from './keys-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
@@ -32,6 +33,11 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'candidate-model': { value: true, repeat: true },
   'evaluator-model': { value: true },
   'merger-model': { value: true },
+  listen: { value: true },
+  'listen-public': {},
+  'research-store': { value: true },
+  'research-db': { value: true },
+  'research-user-agent': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   ...DAEMON_FLAGS,
@@ -51,6 +57,9 @@ export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a b
 Usage:
   fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L]
                 [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
+                [--resolve HOST:IP…] [--allow-cidr CIDR…]      egress test seams (see README)
+                [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)
+                [--research-store sqlite|memory] [--research-db FILE] [--research-user-agent UA]
   fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
                      [--repo DIR] [--sandbox B] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
                      [--wait] [--json]
@@ -63,12 +72,15 @@ Usage:
   fusion models check [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
 
 Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
 anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL.
+Research runs: REDIS_URL (BullMQ queue research-runs; unset → runs execute in the create request),
+RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
+(BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
 Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
 fetch: 3 refused by policy, 4 other fetch failure.
 `;
@@ -91,6 +103,8 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const config = buildConfig(daemonConfigInput(args, env));
   const daemon = await startDaemon(config, { env });
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
+  if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
+  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
       daemon.log.info({ signal }, 'signal received');
@@ -191,6 +205,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     }
     case 'sandbox':
       return sandboxExecCommand(rest, env, io);
+    case 'keys':
+      return keysCommand(rest, env, io);
     case 'models':
       return modelsCommand(rest, env, io);
     case 'validate':

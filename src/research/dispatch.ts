@@ -1,0 +1,37 @@
+/**
+ * How a created run gets executed. Direct (no REDIS_URL): in the create request itself, so the
+ * reply already carries the outcome. Queue: a BullMQ job (see queue-dispatch.ts).
+ */
+import type { ResearchDispatch } from '../contracts/research.js';
+import type { ResearchRunRecord } from '../store/research-port.js';
+import type { RunExecutor } from './run-executor.js';
+
+export const DISPATCH_FAILED_MESSAGE = 'Research dispatch failed before queue acceptance.';
+
+export interface ResearchDispatcher {
+  readonly mode: 'direct' | 'queue';
+  /** Hands the freshly created (queued) run over for execution. */
+  dispatch(run: ResearchRunRecord): Promise<ResearchDispatch>;
+  /** After the store marked the run canceled: stop it wherever this dispatcher can reach it. */
+  cancel(runId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createDirectResearchDispatcher(executor: RunExecutor): ResearchDispatcher {
+  return {
+    mode: 'direct',
+    async dispatch(run) {
+      await executor.execute(run.id, { reclaim: false, finalAttempt: true });
+      return { dispatched: true, mode: 'direct', queued: false };
+    },
+    async cancel(runId) {
+      executor.abort(runId);
+    },
+    async close() {
+      // Aborted runs record their failure before the store closes: wait (briefly) for that.
+      executor.abortAll();
+      const until = Date.now() + 5_000;
+      while (executor.activeRuns > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+    },
+  };
+}
