@@ -14,6 +14,8 @@ export interface ResearchDispatcher {
   dispatch(run: ResearchRunRecord): Promise<ResearchDispatch>;
   /** After the store marked the run canceled: stop it wherever this dispatcher can reach it. */
   cancel(runId: string): Promise<void>;
+  /** Runs this daemon is executing right now. */
+  activeRuns(): number;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,7 @@ export function createDirectResearchDispatcher(executor: RunExecutor): ResearchD
     async cancel(runId) {
       executor.abort(runId);
     },
+    activeRuns: () => executor.activeRuns,
     async close() {
       // Aborted runs record their failure before the store closes: wait (briefly) for that.
       executor.abortAll();

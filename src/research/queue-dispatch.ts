@@ -105,6 +105,7 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
         log.warn({ runId, err }, 'could not remove the canceled run\'s queue job');
       }
     },
+    activeRuns: () => options.executor.activeRuns,
     async close() {
       options.executor.abortAll();
       await worker.close();

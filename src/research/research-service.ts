@@ -80,6 +80,10 @@ export class ResearchService {
     return this.store.listSnapshots(id);
   }
 
+  activeRuns(): number {
+    return this.dispatcher.activeRuns();
+  }
+
   close(): Promise<void> {
     return this.dispatcher.close();
   }
