@@ -18,6 +18,7 @@ import { HTML_MEDIA_TYPES, type ExtractMode } from './constants.js';
 import { htmlToMarkdown } from './html-to-markdown.js';
 import { htmlTreeToText, type TextNode } from './html-to-text.js';
 import { truncateUtf8 } from './utf8-truncate.js';
+import { MAX_LINKS_PER_PAGE } from './fetch-profile.js';
 
 export interface ExtractInput {
   body: Uint8Array;
@@ -30,12 +31,16 @@ export interface ExtractInput {
   /** The final URL: relative links are resolved against it. */
   baseUrl: string;
   maxOutputBytes: number;
+  /** HTML only: also return the page's absolute http(s) links (<a href>), for a crawler. */
+  links?: boolean | undefined;
 }
 
 export interface ExtractOutput {
   format: ExtractMode;
   content: string;
   truncated: boolean;
+  /** Only when asked for: absolute http(s) links in document order, deduplicated, at most MAX_LINKS_PER_PAGE. */
+  links?: string[];
 }
 
 /**
@@ -101,21 +106,34 @@ function absolutize($: cheerio.CheerioAPI, baseUrl: string): void {
  * matters inside the one fetch deadline); it does not invent <html>/<body>, so a page without
  * <body> is converted from the root with <head> dropped.
  */
-function convertHtml(text: string, mode: ExtractMode, baseUrl: string): string {
+function collectLinks($: cheerio.CheerioAPI): string[] {
+  const links = new Set<string>();
+  $('a[href]').each((_, element) => {
+    if (links.size >= MAX_LINKS_PER_PAGE) return false;
+    const href = $(element).attr('href') ?? '';
+    if (/^https?:\/\//iu.test(href)) links.add(href);
+    return undefined;
+  });
+  return [...links];
+}
+
+function convertHtml(text: string, mode: ExtractMode, baseUrl: string, wantLinks: boolean): { content: string; links?: string[] } {
   const $ = cheerio.load(text, { xml: { xmlMode: false, decodeEntities: true } });
   $('script, style, noscript, template, title').remove();
   absolutize($, baseUrl);
+  const links = wantLinks ? { links: collectLinks($) } : {};
   const body = $('body').first();
   if (body.length === 0) $('head').remove();
-  if (mode === 'markdown') return htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? '');
+  if (mode === 'markdown') return { content: htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? ''), ...links };
   const root = body.length > 0 ? body.get(0) : $.root().get(0);
-  return root === undefined ? '' : htmlTreeToText(root as unknown as TextNode);
+  return { content: root === undefined ? '' : htmlTreeToText(root as unknown as TextNode), ...links };
 }
 
 export function extractContent(input: ExtractInput): ExtractOutput {
   const text = decodeBody(input.body, input.charset);
   let format: ExtractMode;
   let content: string;
+  let links: string[] | undefined;
   try {
     if (input.mediaType === 'text/plain') {
       format = 'text';
@@ -125,7 +143,7 @@ export function extractContent(input: ExtractInput): ExtractOutput {
       content = text;
     } else if (HTML_MEDIA_TYPES.has(input.mediaType)) {
       format = input.extract ?? 'markdown';
-      content = convertHtml(text, format, input.baseUrl);
+      ({ content, links } = convertHtml(text, format, input.baseUrl, input.links === true));
     } else {
       throw new FusionError('unsupported_content_type', `no extractor for ${input.mediaType}`);
     }
@@ -134,5 +152,5 @@ export function extractContent(input: ExtractInput): ExtractOutput {
     throw new FusionError('extraction_failed', `content extraction failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   const cut = truncateUtf8(content, input.maxOutputBytes);
-  return { format, content: cut.text, truncated: cut.truncated };
+  return { format, content: cut.text, truncated: cut.truncated, ...(input.links === true ? { links: links ?? [] } : {}) };
 }

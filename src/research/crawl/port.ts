@@ -30,6 +30,10 @@ export interface CrawlSnapshot {
   /** Extracted text, beginning with UNTRUSTED_CAUTION. */
   content: string | null;
   fetchedAt: string;
+  /** Link distance from a source URL (sources are 0). */
+  depth?: number;
+  /** True when the extracted text was cut at the snapshot text cap. */
+  truncated?: boolean;
 }
 
 export interface CrawlSkip {
@@ -50,6 +54,10 @@ export interface CrawlOutcome {
   robots: RobotsNote[];
   /** The User-Agent every request of this crawl carried. */
   userAgent: string;
+  /** Skips beyond the listed ones (the list is bounded); absent or 0 when all are listed. */
+  skippedOmitted?: number;
+  /** Why the crawl stopped before its queue was empty (a limit), if it did. */
+  stoppedBy?: string;
 }
 
 export interface Crawler {
