@@ -94,7 +94,7 @@ export interface ResearchRunView {
   /** The User-Agent the crawl used (null until the run was claimed). */
   userAgent: string | null;
   /** robots.txt notes and skipped URLs of the crawl (null until it finished). */
-  crawl: { robots: unknown[]; skipped: unknown[] } | null;
+  crawl: { robots: unknown[]; skipped: unknown[]; skippedOmitted?: number; stoppedBy?: string } | null;
   cancelRequestedAt: string | null;
   createdAt: string;
   updatedAt: string;

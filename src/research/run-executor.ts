@@ -113,7 +113,12 @@ export class RunExecutor {
     const text = this.options.buildDocument({ id: run.id, query: run.query }, outcome);
     return {
       snapshots: outcome.snapshots,
-      crawlReport: { robots: outcome.robots, skipped: outcome.skipped },
+      crawlReport: {
+        robots: outcome.robots,
+        skipped: outcome.skipped,
+        ...(outcome.skippedOmitted ? { skippedOmitted: outcome.skippedOmitted } : {}),
+        ...(outcome.stoppedBy !== undefined ? { stoppedBy: outcome.stoppedBy } : {}),
+      },
       document: {
         id: researchDocumentId(run.id),
         runId: run.id,

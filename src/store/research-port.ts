@@ -23,7 +23,7 @@ export interface ResearchRunRecord {
   resultDocumentId: string | null;
   cancelRequestedAt: string | null;
   userAgent: string | null;
-  crawlReport: { robots: CrawlRobotsNote[]; skipped: CrawlSkipNote[] } | null;
+  crawlReport: CrawlReport | null;
   startedAt: string | null;
   finishedAt: string | null;
   /** How many times an executor claimed the run (more than 1 after a retried queue job). */
@@ -72,7 +72,17 @@ export interface ResearchDocumentRecord {
 export interface RunCompletion {
   snapshots: ResearchSnapshotRecord[];
   document: Omit<ResearchDocumentRecord, 'createdAt'>;
-  crawlReport: { robots: CrawlRobotsNote[]; skipped: CrawlSkipNote[] };
+  crawlReport: CrawlReport;
+}
+
+/** What a finished crawl noted beside its snapshots. */
+export interface CrawlReport {
+  robots: CrawlRobotsNote[];
+  skipped: CrawlSkipNote[];
+  /** Skips beyond the listed ones (the crawler bounds its list). */
+  skippedOmitted?: number;
+  /** The limit that stopped the crawl before its queue was empty, if one did. */
+  stoppedBy?: string;
 }
 
 export interface ResearchRunStore {

@@ -96,6 +96,7 @@ export function tempHome(prefix = 'fusion-research-'): string {
 
 export interface ResearchDaemon {
   daemon: Daemon;
+  /** The test crawler (undefined with realCrawler). */
   crawler: TestCrawler;
   base: string;
   home: string;
@@ -106,6 +107,8 @@ export async function startResearchDaemon(options: {
   home?: string;
   redisUrl?: string;
   crawlDelayMs?: number;
+  /** Use the real crawl engine (src/research/crawl) instead of the test crawler. */
+  realCrawler?: boolean;
   config?: Partial<DaemonConfigInput>;
   overrides?: DaemonOverrides;
 } = {}): Promise<ResearchDaemon> {
@@ -124,8 +127,12 @@ export async function startResearchDaemon(options: {
   const daemon = await startDaemon(config, {
     log: silentLogger(),
     runner: { run: () => Promise.reject(new Error('no task runs in the research tests')) },
-    researchCrawler: (o) => (crawler = createTestCrawler({ fetch: o.fetch, ...(o.userAgent ? { userAgent: o.userAgent } : {}), delayMs: options.crawlDelayMs ?? 0 })),
-    researchDocument: buildTestDocument,
+    ...(options.realCrawler
+      ? {}
+      : {
+          researchCrawler: (o) => (crawler = createTestCrawler({ fetch: o.fetch, ...(o.userAgent ? { userAgent: o.userAgent } : {}), delayMs: options.crawlDelayMs ?? 0 })),
+          researchDocument: buildTestDocument,
+        }),
     researchCancelPollMs: 50,
     ...options.overrides,
   });
