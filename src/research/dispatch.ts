@@ -10,8 +10,13 @@ export const DISPATCH_FAILED_MESSAGE = 'Research dispatch failed before queue ac
 
 export interface ResearchDispatcher {
   readonly mode: 'direct' | 'queue';
-  /** Hands the freshly created (queued) run over for execution. */
-  dispatch(run: ResearchRunRecord): Promise<ResearchDispatch>;
+  /** The User-Agent to claim new runs with at creation (direct: they execute right away), or null. */
+  readonly claimOnCreate: string | null;
+  /**
+   * Hands the freshly created run over for execution. `run` is the run as it ended when the
+   * dispatch executed it (direct), so the caller need not read it back.
+   */
+  dispatch(run: ResearchRunRecord): Promise<{ dispatch: ResearchDispatch; run?: ResearchRunRecord }>;
   /** After the store marked the run canceled: stop it wherever this dispatcher can reach it. */
   cancel(runId: string): Promise<void>;
   /** Runs this daemon is executing right now. */
@@ -22,9 +27,10 @@ export interface ResearchDispatcher {
 export function createDirectResearchDispatcher(executor: RunExecutor): ResearchDispatcher {
   return {
     mode: 'direct',
+    claimOnCreate: executor.userAgent,
     async dispatch(run) {
-      await executor.execute(run.id, { reclaim: false, finalAttempt: true });
-      return { dispatched: true, mode: 'direct', queued: false };
+      const ended = await executor.execute(run.id, { reclaim: false, finalAttempt: true, ...(run.status === 'running' ? { claimed: run } : {}) });
+      return { dispatch: { dispatched: true, mode: 'direct', queued: false }, ...(ended ? { run: ended } : {}) };
     },
     async cancel(runId) {
       executor.abort(runId);

@@ -75,6 +75,7 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
 
   return {
     mode: 'queue',
+    claimOnCreate: null,
     async dispatch(run) {
       let timer: NodeJS.Timeout | undefined;
       try {
@@ -91,7 +92,7 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
       } finally {
         clearTimeout(timer);
       }
-      return { dispatched: true, mode: 'queue', queued: true, queue: RESEARCH_QUEUE, jobId: run.id };
+      return { dispatch: { dispatched: true, mode: 'queue', queued: true, queue: RESEARCH_QUEUE, jobId: run.id } };
     },
     async cancel(runId) {
       options.executor.abort(runId);

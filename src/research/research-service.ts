@@ -36,7 +36,8 @@ export class ResearchService {
   async create(principal: Principal, idempotencyKey: string, payload: ResearchPayload): Promise<CreateOutcome> {
     const id = researchRunId(principal.workspaceId, idempotencyKey);
     const digest = payloadSha256(payload);
-    const { run, created } = await this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload });
+    const claimAs = this.dispatcher.claimOnCreate ?? undefined;
+    const { run, created } = await this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs);
     if (!created) {
       if (run.payloadSha256 !== digest) {
         throw new FusionError('conflict', `Idempotency-Key was already used for research run ${run.id} with a different query, sourceUrls or limits`, {
@@ -46,8 +47,8 @@ export class ResearchService {
       return { run, deduplicated: true, dispatch: { dispatched: false } };
     }
     this.log.info({ runId: id, workspaceId: principal.workspaceId, mode: this.dispatcher.mode }, 'research run created');
-    const dispatch = await this.dispatcher.dispatch(run);
-    return { run: (await this.store.getRun(id)) ?? run, deduplicated: false, dispatch };
+    const dispatched = await this.dispatcher.dispatch(run);
+    return { run: dispatched.run ?? (await this.store.getRun(id)) ?? run, deduplicated: false, dispatch: dispatched.dispatch };
   }
 
   async get(principal: Principal, id: string): Promise<ResearchRunRecord> {

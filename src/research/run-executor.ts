@@ -29,6 +29,8 @@ export interface ExecuteOptions {
   reclaim: boolean;
   /** On the last attempt an unexpected failure marks the run failed instead of leaving it for a retry. */
   finalAttempt: boolean;
+  /** The run, already claimed by this caller (created claimed): no separate claim. */
+  claimed?: ResearchRunRecord;
 }
 
 /** Marks a shutdown abort, so the executor leaves the run for a retry instead of failing it. */
@@ -42,6 +44,10 @@ export class RunExecutor {
   constructor(private readonly options: RunExecutorOptions) {
     this.log = options.log.child({ component: 'research-executor' });
     this.pollMs = options.cancelPollMs ?? 250;
+  }
+
+  get userAgent(): string {
+    return this.options.crawler.userAgent;
   }
 
   get activeRuns(): number {
@@ -63,13 +69,19 @@ export class RunExecutor {
   /** Returns the run as it ended, or null when it was not claimable (already taken, canceled, terminal). */
   async execute(runId: string, opts: ExecuteOptions): Promise<ResearchRunRecord | null> {
     const { store, crawler } = this.options;
-    const run = await store.claimRun(runId, crawler.userAgent, opts.reclaim);
+    if (this.active.has(runId)) return null; // already executing in this process
+    // Registered before the claim, so a cancel arriving right after the claim commits finds it.
+    const controller = new AbortController();
+    this.active.set(runId, controller);
+    const run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim).catch((err: unknown) => {
+      this.active.delete(runId);
+      throw err;
+    }));
     if (run === null) {
+      this.active.delete(runId);
       this.log.debug({ runId }, 'research run not claimable; skipped');
       return null;
     }
-    const controller = new AbortController();
-    this.active.set(runId, controller);
     const poll = setInterval(() => {
       store.getRun(runId).then(
         (current) => current?.status !== 'running' && controller.abort(new FusionError('cancelled', `research run ${runId} was canceled`)),

@@ -29,7 +29,7 @@ export function createMemoryResearchStore(): ResearchRunStore {
   };
 
   return {
-    async createRun(input: NewResearchRun) {
+    async createRun(input: NewResearchRun, claimAs?: string) {
       const key = `${input.workspaceId}\0${input.idempotencyKey}`;
       const existing = byKey.get(key);
       if (existing !== undefined) return { run: copy(runs.get(existing)!), created: false };
@@ -40,6 +40,10 @@ export function createMemoryResearchStore(): ResearchRunStore {
       };
       runs.set(run.id, run);
       byKey.set(key, run.id);
+      if (claimAs !== undefined) {
+        assertRunTransition('queued', 'running');
+        Object.assign(run, { status: 'running', userAgent: claimAs, startedAt: at, claims: 1 });
+      }
       return { run: copy(run), created: true };
     },
     async getRun(id) {

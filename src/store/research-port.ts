@@ -88,9 +88,11 @@ export interface CrawlReport {
 export interface ResearchRunStore {
   /**
    * Inserts the run in `queued`, or returns the run already holding (workspace, idempotency key):
-   * `created` is true for exactly one caller per key, however many race.
+   * `created` is true for exactly one caller per key, however many race. With `claimAs` (a
+   * User-Agent) the new run is also claimed, queued → running, in the same transaction: direct
+   * dispatch executes it in the create request, so this saves one durable commit on that path.
    */
-  createRun(run: NewResearchRun): Promise<{ run: ResearchRunRecord; created: boolean }>;
+  createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }>;
   getRun(id: string): Promise<ResearchRunRecord | null>;
   /**
    * queued → running when no cancel was requested; with `reclaim`, also running → running (a

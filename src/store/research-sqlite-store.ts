@@ -1,15 +1,17 @@
 /**
  * SQLite adapter of the research stores (runs, snapshots, documents, API keys). It opens its own
  * connection to the store file (WAL, synchronous=FULL like the task store's), so several
- * daemons can share one research database: every status change is a compare-and-set inside
- * BEGIN IMMEDIATE, which holds the file's write lock across processes.
+ * daemons can share one research database. Every status change is a compare-and-set on the
+ * status: a single UPDATE … WHERE status … RETURNING (atomic, and one durable commit on the
+ * create path), or BEGIN IMMEDIATE when several rows change together (completion), which holds
+ * the file's write lock across processes.
  */
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ResearchRunStatus } from '../contracts/research.js';
 import { assertRunTransition, CANCELABLE } from '../research/run-state.js';
 import { migrate } from './migrations.js';
-import { sqliteCodeOf, type SqlExecutor, type SqliteDb } from './sqlite-db.js';
+import type { SqlExecutor, SqliteDb } from './sqlite-db.js';
 import { openConfiguredDb } from './sqlite-store.js';
 import type {
   ApiKeyRecord, ApiKeyStore, NewResearchRun, ResearchDocumentRecord, ResearchRunRecord, ResearchRunStore,
@@ -41,10 +43,6 @@ async function selectRun(db: SqlExecutor, id: string): Promise<ResearchRunRecord
   return row === undefined ? null : toRunRecord(row);
 }
 
-function isUniqueViolation(err: unknown): boolean {
-  return sqliteCodeOf(err) === 'SQLITE_CONSTRAINT' && err instanceof Error && err.message.includes('UNIQUE constraint failed');
-}
-
 class ResearchSqliteStoreImpl implements ResearchSqliteStore {
   constructor(private readonly db: SqliteDb, readonly file: string) {}
 
@@ -52,57 +50,47 @@ class ResearchSqliteStoreImpl implements ResearchSqliteStore {
     return this.db.close();
   }
 
-  async createRun(run: NewResearchRun): Promise<{ run: ResearchRunRecord; created: boolean }> {
-    const attempt = (): Promise<{ run: ResearchRunRecord; created: boolean }> =>
-      this.db.transaction(async (tx) => {
-        const existing = await tx.get<ResearchRunRow>(
-          `SELECT ${RUN_COLUMNS} FROM research_runs WHERE workspace_id = ? AND idempotency_key = ?`,
-          [run.workspaceId, run.idempotencyKey],
-        );
-        if (existing !== undefined) return { run: toRunRecord(existing), created: false };
-        const at = now();
-        await tx.run(
-          `INSERT INTO research_runs (id, workspace_id, idempotency_key, payload_sha256, query, source_urls, limits, status,
-             created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)`,
-          [run.id, run.workspaceId, run.idempotencyKey, run.payloadSha256, run.query, JSON.stringify(run.sourceUrls),
-            JSON.stringify(run.limits), at, at],
-        );
-        const created: ResearchRunRecord = {
-          ...run, status: 'queued', error: null, resultDocumentId: null, cancelRequestedAt: null, userAgent: null,
-          crawlReport: null, startedAt: null, finishedAt: null, claims: 0, createdAt: at, updatedAt: at,
-        };
-        return { run: created, created: true };
-      });
-    try {
-      return await attempt();
-    } catch (err) {
-      // BEGIN IMMEDIATE serialises writers across processes, so this is a belt over the braces:
-      // a unique violation means another writer won; its row is the answer.
-      if (!isUniqueViolation(err)) throw err;
-      const winner = await this.getRun(run.id);
-      if (winner === null) throw err;
-      return { run: winner, created: false };
+  async createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }> {
+    // One statement, so one durable commit: the unique (workspace, key) index decides the race
+    // (across processes too); the loser reads the winner's row. A run created claimed is the
+    // queued → running step taken at once, inside the same atomic insert.
+    if (claimAs !== undefined) assertRunTransition('queued', 'running');
+    const at = now();
+    const rows = await this.db.all<ResearchRunRow>(
+      `INSERT INTO research_runs (id, workspace_id, idempotency_key, payload_sha256, query, source_urls, limits, status,
+         user_agent, started_at, claims, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT DO NOTHING RETURNING ${RUN_COLUMNS}`,
+      [run.id, run.workspaceId, run.idempotencyKey, run.payloadSha256, run.query, JSON.stringify(run.sourceUrls),
+        JSON.stringify(run.limits), claimAs === undefined ? 'queued' : 'running', claimAs ?? null, claimAs === undefined ? null : at,
+        claimAs === undefined ? 0 : 1, at, at],
+    );
+    if (rows[0] !== undefined) return { run: toRunRecord(rows[0]), created: true };
+    const existing = await this.db.get<ResearchRunRow>(
+      `SELECT ${RUN_COLUMNS} FROM research_runs WHERE workspace_id = ? AND idempotency_key = ?`,
+      [run.workspaceId, run.idempotencyKey],
+    );
+    if (existing === undefined) {
+      // Only the primary key can conflict without the (workspace, key) pair: a digest collision.
+      throw new FusionError('store_error', `research run id ${run.id} is taken by another workspace and key`, { retryable: false });
     }
+    return { run: toRunRecord(existing), created: false };
   }
 
   getRun(id: string): Promise<ResearchRunRecord | null> {
     return selectRun(this.db, id);
   }
 
-  claimRun(id: string, userAgent: string, reclaim: boolean): Promise<ResearchRunRecord | null> {
-    return this.db.transaction(async (tx) => {
-      const run = await selectRun(tx, id);
-      if (run === null || run.cancelRequestedAt !== null) return null;
-      if (!(run.status === 'queued' || (reclaim && run.status === 'running'))) return null;
-      assertRunTransition(run.status, 'running');
-      const at = now();
-      await tx.run(
-        `UPDATE research_runs SET status = 'running', user_agent = ?, started_at = COALESCE(started_at, ?), claims = claims + 1,
-           updated_at = ? WHERE id = ? AND status = ? AND cancel_requested_at IS NULL`,
-        [userAgent, at, at, id, run.status],
-      );
-      return selectRun(tx, id);
-    });
+  async claimRun(id: string, userAgent: string, reclaim: boolean): Promise<ResearchRunRecord | null> {
+    assertRunTransition('queued', 'running');
+    if (reclaim) assertRunTransition('running', 'running');
+    const at = now();
+    const rows = await this.db.all<ResearchRunRow>(
+      `UPDATE research_runs SET status = 'running', user_agent = ?, started_at = COALESCE(started_at, ?), claims = claims + 1,
+         updated_at = ? WHERE id = ? AND cancel_requested_at IS NULL AND (status = 'queued' OR (? = 1 AND status = 'running'))
+         RETURNING ${RUN_COLUMNS}`,
+      [userAgent, at, at, id, reclaim ? 1 : 0],
+    );
+    return rows[0] === undefined ? null : toRunRecord(rows[0]);
   }
 
   completeRun(id: string, completion: RunCompletion): Promise<ResearchRunRecord | null> {
@@ -134,30 +122,28 @@ class ResearchSqliteStoreImpl implements ResearchSqliteStore {
     });
   }
 
-  failRun(id: string, from: 'queued' | 'running', error: string, crawlReport?: RunCompletion['crawlReport']): Promise<ResearchRunRecord | null> {
-    return this.db.transaction(async (tx) => {
-      if (!(await this.moveFrom(tx, id, from, 'failed'))) return null;
-      const at = now();
-      await tx.run('UPDATE research_runs SET error = ?, crawl_report = COALESCE(?, crawl_report), finished_at = ?, updated_at = ? WHERE id = ?', [
-        error, crawlReport === undefined ? null : JSON.stringify(crawlReport), at, at, id,
-      ]);
-      return selectRun(tx, id);
-    });
+  async failRun(id: string, from: 'queued' | 'running', error: string, crawlReport?: RunCompletion['crawlReport']): Promise<ResearchRunRecord | null> {
+    assertRunTransition(from, 'failed');
+    const at = now();
+    const rows = await this.db.all<ResearchRunRow>(
+      `UPDATE research_runs SET status = 'failed', error = ?, crawl_report = COALESCE(?, crawl_report), finished_at = ?, updated_at = ?
+         WHERE id = ? AND status = ? RETURNING ${RUN_COLUMNS}`,
+      [error, crawlReport === undefined ? null : JSON.stringify(crawlReport), at, at, id, from],
+    );
+    return rows[0] === undefined ? null : toRunRecord(rows[0]);
   }
 
-  cancelRun(id: string): Promise<{ run: ResearchRunRecord; changed: boolean } | null> {
-    return this.db.transaction(async (tx) => {
-      const run = await selectRun(tx, id);
-      if (run === null) return null;
-      if (!CANCELABLE.includes(run.status)) return { run, changed: false };
-      assertRunTransition(run.status, 'canceled');
-      const at = now();
-      await tx.run(
-        `UPDATE research_runs SET status = 'canceled', cancel_requested_at = ?, finished_at = ?, updated_at = ? WHERE id = ? AND status = ?`,
-        [at, at, at, id, run.status],
-      );
-      return { run: (await selectRun(tx, id))!, changed: true };
-    });
+  async cancelRun(id: string): Promise<{ run: ResearchRunRecord; changed: boolean } | null> {
+    for (const from of CANCELABLE) assertRunTransition(from, 'canceled');
+    const at = now();
+    const rows = await this.db.all<ResearchRunRow>(
+      `UPDATE research_runs SET status = 'canceled', cancel_requested_at = ?, finished_at = ?, updated_at = ?
+         WHERE id = ? AND status IN (${CANCELABLE.map(() => '?').join(', ')}) RETURNING ${RUN_COLUMNS}`,
+      [at, at, at, id, ...CANCELABLE],
+    );
+    if (rows[0] !== undefined) return { run: toRunRecord(rows[0]), changed: true };
+    const run = await this.getRun(id);
+    return run === null ? null : { run, changed: false };
   }
 
   async getDocument(runId: string): Promise<ResearchDocumentRecord | null> {

@@ -57,10 +57,11 @@ function recordingDispatcher(executor: RunExecutor): ResearchDispatcher & { disp
   const dispatched: string[] = [];
   return {
     mode: 'queue',
+    claimOnCreate: null,
     dispatched,
     async dispatch(run) {
       dispatched.push(run.id);
-      return { dispatched: true, mode: 'queue', queued: true, queue: 'test', jobId: run.id };
+      return { dispatch: { dispatched: true, mode: 'queue', queued: true, queue: 'test', jobId: run.id } };
     },
     async cancel(runId) {
       executor.abort(runId);
