@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { stats } from './receipt-latency.bench.mjs';
 import sqlite3 from 'sqlite3';
+import { fetch } from 'undici';
 
 const N = Number(process.env.BENCH_CREATES ?? (process.env.BENCH_SHORT === '1' ? 40 : 200));
 const WARMUP = process.env.BENCH_SHORT === '1' ? 5 : 20;
