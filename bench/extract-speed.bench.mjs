@@ -11,6 +11,7 @@
  */
 import process from 'node:process';
 import { Buffer } from 'node:buffer';
+import { TextDecoder } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { parseDocument } from 'htmlparser2';
 import { extractContent } from '../dist/src/egress/extract.js';

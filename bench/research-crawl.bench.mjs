@@ -13,6 +13,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import process from 'node:process';
+import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
 import { createGuardedFetch } from '../dist/src/egress/guarded-fetch.js';
@@ -79,7 +80,7 @@ export default async function run() {
   const sources = Array.from({ length: PAGES }, (_, i) => `${base}/p/${i}`);
 
   async function crawlOnce() {
-    const outcome = await crawler.crawl({ runId: 'bench', query: 'bench', sourceUrls: [sources[0]], limits }, new AbortController().signal);
+    const outcome = await crawler.crawl({ runId: 'bench', query: 'bench', sourceUrls: [sources[0]], limits }, new globalThis.AbortController().signal);
     const got = outcome.snapshots.map((s) => s.canonicalUrl).join(' ');
     if (got !== sources.join(" ")) throw new Error(`crawl collected ${got}, expected the 20 pages in order; skipped ${JSON.stringify(outcome.skipped.slice(0, 5))} ${outcome.stoppedBy}`);
     return outcome;
