@@ -16,9 +16,10 @@ import * as cheerio from 'cheerio';
 import { FusionError, isFusionError } from '../errors.js';
 import { HTML_MEDIA_TYPES, type ExtractMode } from './constants.js';
 import { htmlToMarkdown } from './html-to-markdown.js';
-import { htmlTreeToText, type TextNode } from './html-to-text.js';
+import { htmlToText } from './html-to-text.js';
 import { truncateUtf8 } from './utf8-truncate.js';
 import { MAX_LINKS_PER_PAGE } from './fetch-profile.js';
+import { absoluteReference, documentBase, isHttpLink } from './link-resolve.js';
 
 export interface ExtractInput {
   body: Uint8Array;
@@ -75,58 +76,47 @@ export function decodeBody(bytes: Uint8Array, charset: string | undefined): stri
 }
 
 function absolutize($: cheerio.CheerioAPI, baseUrl: string): void {
-  let base = baseUrl;
-  const declared = $('base[href]').first().attr('href');
-  if (declared !== undefined) {
-    try {
-      const resolved = new URL(declared, baseUrl);
-      if (resolved.protocol === 'http:' || resolved.protocol === 'https:') base = resolved.href;
-    } catch {
-      // An unparsable <base href> is ignored, as browsers do.
-    }
-  }
+  const base = documentBase($('base[href]').first().attr('href'), baseUrl);
   const rewrite = (selector: string, attribute: string): void => {
     $(selector).each((_, element) => {
       const node = $(element);
-      const value = node.attr(attribute);
-      if (value === undefined || value.trim() === '' || value.trim().startsWith('#')) return;
-      try {
-        node.attr(attribute, new URL(value.trim(), base).href);
-      } catch {
-        // Leave an unparsable reference as written.
-      }
+      const absolute = absoluteReference(node.attr(attribute) ?? '', base);
+      if (absolute !== undefined) node.attr(attribute, absolute);
     });
   };
   rewrite('a[href]', 'href');
   rewrite('img[src]', 'src');
 }
 
-/**
- * cheerio with its htmlparser2 backend (about twice as fast as parse5 on large pages, which
- * matters inside the one fetch deadline); it does not invent <html>/<body>, so a page without
- * <body> is converted from the root with <head> dropped.
- */
 function collectLinks($: cheerio.CheerioAPI): string[] {
   const links = new Set<string>();
   $('a[href]').each((_, element) => {
     if (links.size >= MAX_LINKS_PER_PAGE) return false;
     const href = $(element).attr('href') ?? '';
-    if (/^https?:\/\//iu.test(href)) links.add(href);
+    if (isHttpLink(href)) links.add(href);
     return undefined;
   });
   return [...links];
 }
 
+/**
+ * Markdown: cheerio with its htmlparser2 backend (about twice as fast as parse5 on large pages,
+ * which matters inside the one fetch deadline); it does not invent <html>/<body>, so a page
+ * without <body> is converted from the root with <head> dropped. Text: one pass over the parser's
+ * events (html-to-text.ts), with the same tree semantics and no tree.
+ */
 function convertHtml(text: string, mode: ExtractMode, baseUrl: string, wantLinks: boolean): { content: string; links?: string[] } {
+  if (mode === 'text') {
+    const converted = htmlToText(text, { baseUrl, ...(wantLinks ? { maxLinks: MAX_LINKS_PER_PAGE } : {}) });
+    return { content: converted.text, ...(converted.links === undefined ? {} : { links: converted.links }) };
+  }
   const $ = cheerio.load(text, { xml: { xmlMode: false, decodeEntities: true } });
   $('script, style, noscript, template, title').remove();
   absolutize($, baseUrl);
   const links = wantLinks ? { links: collectLinks($) } : {};
   const body = $('body').first();
   if (body.length === 0) $('head').remove();
-  if (mode === 'markdown') return { content: htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? ''), ...links };
-  const root = body.length > 0 ? body.get(0) : $.root().get(0);
-  return { content: root === undefined ? '' : htmlTreeToText(root as unknown as TextNode), ...links };
+  return { content: htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? ''), ...links };
 }
 
 export function extractContent(input: ExtractInput): ExtractOutput {
