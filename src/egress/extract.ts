@@ -12,14 +12,13 @@
  * - Output is cut to `maxOutputBytes` on a whole code point, with `truncated: true`.
  */
 import { TextDecoder } from 'node:util';
-import * as cheerio from 'cheerio';
 import { FusionError, isFusionError } from '../errors.js';
 import { HTML_MEDIA_TYPES, type ExtractMode } from './constants.js';
-import { htmlToMarkdown } from './html-to-markdown.js';
+import { treeToMarkdown } from './html-to-markdown.js';
+import { buildMarkdownTree } from './markdown-dom.js';
 import { htmlToText } from './html-to-text.js';
 import { truncateUtf8 } from './utf8-truncate.js';
 import { MAX_LINKS_PER_PAGE } from './fetch-profile.js';
-import { absoluteReference, documentBase, isHttpLink } from './link-resolve.js';
 
 export interface ExtractInput {
   body: Uint8Array;
@@ -75,48 +74,20 @@ export function decodeBody(bytes: Uint8Array, charset: string | undefined): stri
   }
 }
 
-function absolutize($: cheerio.CheerioAPI, baseUrl: string): void {
-  const base = documentBase($('base[href]').first().attr('href'), baseUrl);
-  const rewrite = (selector: string, attribute: string): void => {
-    $(selector).each((_, element) => {
-      const node = $(element);
-      const absolute = absoluteReference(node.attr(attribute) ?? '', base);
-      if (absolute !== undefined) node.attr(attribute, absolute);
-    });
-  };
-  rewrite('a[href]', 'href');
-  rewrite('img[src]', 'src');
-}
-
-function collectLinks($: cheerio.CheerioAPI): string[] {
-  const links = new Set<string>();
-  $('a[href]').each((_, element) => {
-    if (links.size >= MAX_LINKS_PER_PAGE) return false;
-    const href = $(element).attr('href') ?? '';
-    if (isHttpLink(href)) links.add(href);
-    return undefined;
-  });
-  return [...links];
-}
-
 /**
- * Markdown: cheerio with its htmlparser2 backend (about twice as fast as parse5 on large pages,
- * which matters inside the one fetch deadline); it does not invent <html>/<body>, so a page
- * without <body> is converted from the root with <head> dropped. Text: one pass over the parser's
- * events (html-to-text.ts), with the same tree semantics and no tree.
+ * One parse with htmlparser2 for either mode: text straight from the parser's events
+ * (html-to-text.ts); Markdown through a small tree built from the same events and handed to
+ * turndown (markdown-dom.ts). Neither invents <html>/<body>: a page without <body> is converted
+ * from the root with <head> dropped.
  */
 function convertHtml(text: string, mode: ExtractMode, baseUrl: string, wantLinks: boolean): { content: string; links?: string[] } {
+  const options = { baseUrl, ...(wantLinks ? { maxLinks: MAX_LINKS_PER_PAGE } : {}) };
   if (mode === 'text') {
-    const converted = htmlToText(text, { baseUrl, ...(wantLinks ? { maxLinks: MAX_LINKS_PER_PAGE } : {}) });
+    const converted = htmlToText(text, options);
     return { content: converted.text, ...(converted.links === undefined ? {} : { links: converted.links }) };
   }
-  const $ = cheerio.load(text, { xml: { xmlMode: false, decodeEntities: true } });
-  $('script, style, noscript, template, title').remove();
-  absolutize($, baseUrl);
-  const links = wantLinks ? { links: collectLinks($) } : {};
-  const body = $('body').first();
-  if (body.length === 0) $('head').remove();
-  return { content: htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? ''), ...links };
+  const tree = buildMarkdownTree(text, options);
+  return { content: treeToMarkdown(tree.root), ...(tree.links === undefined ? {} : { links: tree.links }) };
 }
 
 export function extractContent(input: ExtractInput): ExtractOutput {

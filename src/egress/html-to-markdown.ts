@@ -7,6 +7,7 @@
  * it holds <th> or <td> cells. Cell text is flattened to one line and `|` is escaped.
  */
 import TurndownService from 'turndown';
+import type { LightElement } from './markdown-dom.js';
 
 /** Minimal DOM surface turndown hands to rules (domino nodes; the DOM lib is not loaded). */
 interface DomNode {
@@ -92,8 +93,9 @@ export function createMarkdownService(): TurndownService {
 
 let shared: TurndownService | undefined;
 
-/** Converts an HTML fragment or document; the service is built once per thread. */
-export function htmlToMarkdown(html: string): string {
+/** Converts a tree from markdown-dom.ts (its root's children); the service is built once per thread. */
+export function treeToMarkdown(root: LightElement): string {
   shared ??= createMarkdownService();
-  return shared.turndown(html).trim();
+  // The light tree offers the part of the DOM turndown reads (see markdown-dom.ts).
+  return shared.turndown(root as unknown as TurndownService.Node).trim();
 }

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { htmlToText } from '../../../src/egress/html-to-text.js';
-import { referenceHtmlToText } from './text-reference.js';
+import { referenceHtmlToText } from './extract-reference.js';
 
 const BASE = 'https://origin.test/dir/page';
 const MAX_LINKS = 50;

@@ -1,9 +1,10 @@
 /**
- * The HTML → text extraction as it was before the single-pass converter (cheerio tree, then a
- * tree walk), kept verbatim as the oracle of the differential test: the fast converter must give
- * the same text and links for every page.
+ * HTML extraction as it was before the single-parse converters, kept as the oracle of the
+ * differential tests: text from a cheerio tree walk; Markdown from cheerio → serialised body →
+ * turndown's own parse (domino). The fast converters must give the same output.
  */
 import * as cheerio from 'cheerio';
+import { createMarkdownService } from '../../../src/egress/html-to-markdown.js';
 import { absoluteReference, documentBase, isHttpLink } from '../../../src/egress/link-resolve.js';
 
 interface TextNode {
@@ -106,4 +107,23 @@ export function referenceHtmlToText(html: string, baseUrl: string, maxLinks: num
   const out = new TextWriter();
   if (root !== undefined) walk(root as unknown as TextNode, out, false);
   return { text: out.toString(), links: [...links] };
+}
+
+let markdownService: ReturnType<typeof createMarkdownService> | undefined;
+
+export function referenceHtmlToMarkdown(html: string, baseUrl: string): string {
+  const $ = cheerio.load(html, { xml: { xmlMode: false, decodeEntities: true } });
+  $('script, style, noscript, template, title').remove();
+  const base = documentBase($('base[href]').first().attr('href'), baseUrl);
+  for (const [selector, attribute] of [['a[href]', 'href'], ['img[src]', 'src']] as const) {
+    $(selector).each((_, element) => {
+      const node = $(element);
+      const absolute = absoluteReference(node.attr(attribute) ?? '', base);
+      if (absolute !== undefined) node.attr(attribute, absolute);
+    });
+  }
+  const body = $('body').first();
+  if (body.length === 0) $('head').remove();
+  markdownService ??= createMarkdownService();
+  return markdownService.turndown((body.length > 0 ? body.html() : $.root().html()) ?? '').trim();
 }
