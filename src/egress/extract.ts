@@ -10,6 +10,7 @@
  *   sources made absolute against the final URL (or a <base href>), then Markdown (default) or
  *   plain text.
  * - Output is cut to `maxOutputBytes` on a whole code point, with `truncated: true`.
+ * - On request (a crawler's profile), an HTML page's absolute http(s) <a href> links too.
  */
 import { TextDecoder } from 'node:util';
 import { FusionError, isFusionError } from '../errors.js';
