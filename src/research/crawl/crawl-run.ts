@@ -22,8 +22,9 @@
  * links (mailto:, javascript:) and links past maxDepth are not candidates and are not listed.
  *
  * Failures: a source URL refused by egress policy rejects the run with that error; the caller's
- * signal rejects it with `cancelled`; when no page was collected the first fetch error rejects
- * it. A run where every page was skipped without an error (robots.txt, limits) resolves empty.
+ * signal rejects it with `cancelled`; when no page was collected the first error rejects it (a
+ * failed fetch, or a robots.txt that could not be read). A run where every page was skipped
+ * without an error (disallowed by robots.txt, limits) resolves with no snapshots.
  */
 import type { Logger } from '../../log.js';
 import { untrusted } from '../../log.js';
@@ -172,14 +173,16 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   /** Fetches one queued page (robots.txt first); 'stop' ends the crawl. */
   async function visit(item: QueueItem): Promise<'next' | 'stop'> {
     const { url, canonical, depth } = item;
-    let rules;
+    let entry;
     try {
-      rules = (await robots.get(canonical.origin)).rules;
+      entry = await robots.get(canonical.origin);
     } catch (err) {
       return failed(item, toFusionError(err, 'network_error'), false);
     }
+    const rules = entry.rules;
     if (rules === undefined) {
       skip(url, `robots.txt of ${canonical.origin} could not be read: nothing is fetched from this host`, depth);
+      firstError ??= entry.error;
       return 'next';
     }
     const target = new URL(canonical.url);
