@@ -20,6 +20,8 @@ interface DomNode {
 }
 
 const CELL_TAGS = new Set(['TH', 'TD']);
+/** Could one of turndown's Markdown escapes apply? (Anywhere: \ * ` [ ] _; at the start: - + = # ~ > or a digit.) */
+const NEEDS_ESCAPE = /[\\*`[\]_]|^[-+=#~>\d]/u;
 
 function dom(node: unknown): DomNode {
   return node as DomNode;
@@ -73,6 +75,10 @@ export function createMarkdownService(): TurndownService {
       return (node as unknown as { isBlock?: boolean }).isBlock === true ? '\n\n' : '';
     },
   });
+  // Most text needs no escaping; turndown runs 13 regular expressions over every text node
+  // regardless. Skip them when none can match (same output, checked by the differential test).
+  const escapeAll = service.escape.bind(service);
+  service.escape = (text: string): string => (NEEDS_ESCAPE.test(text) ? escapeAll(text) : text);
   service.remove(['script', 'style', 'noscript']);
   service.addRule('listItem', { filter: 'li', replacement: (content, node, options) => listItem(content, dom(node), options) });
   service.addRule('tableCell', { filter: ['th', 'td'], replacement: (content) => cell(content) });

@@ -86,8 +86,9 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   let stoppedBy: string | undefined;
   const robots = new RobotsCache({ fetch, userAgent, log, remainingMs, signal: runSignal });
 
-  const skip = (url: string, reason: string, depth: number | undefined): void => {
-    log.info({ url: untrusted(url), depth, decision: 'skip', reason: untrusted(reason, 300) }, 'research page decision');
+  /** Lists a skipped URL; `quiet` for the queue left at a stop, which is logged as one line. */
+  const skip = (url: string, reason: string, depth: number | undefined, quiet = false): void => {
+    if (!quiet) log.info({ url: untrusted(url), depth, decision: 'skip', reason: untrusted(reason, 300) }, 'research page decision');
     if (skipped.length < MAX_SKIPPED_LISTED) skipped.push({ url, reason });
     else skippedOmitted += 1;
   };
@@ -149,7 +150,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
       const outcome = await visit(item);
       if (outcome === 'stop') break;
     }
-    for (const item of queue) skip(item.url, `not fetched: ${stoppedBy ?? 'crawl stopped'}`, item.depth);
+    if (queue.length > 0) {
+      log.info({ decision: 'skip', notFetched: queue.length, reason: stoppedBy }, 'research pages left in the queue');
+      for (const item of queue) skip(item.url, `not fetched: ${stoppedBy ?? 'crawl stopped'}`, item.depth, true);
+    }
     if (snapshots.length === 0 && firstError !== undefined) throw firstError;
     if (snapshots.length === 0 && stoppedBy !== undefined && timedOut()) {
       throw new FusionError('request_timeout', `the research run's ${String(limits.maxDurationMs)} ms deadline passed before any page was collected`);
