@@ -14,7 +14,8 @@
  * scripts, styles, noscript, template and title are dropped while building (their neighbouring
  * text merges, as it did after the round trip); comments and doctypes are left out (turndown
  * drops them); adjacent text is one node; a <tr> directly in a <table> goes into an implied
- * <tbody>, as an HTML5 parser puts it. Badly broken markup (misnested formatting, text inside a
+ * <tbody>, and table parts outside any table are left out (their content kept), as an HTML5
+ * parser does. Badly broken markup (misnested formatting, text inside a
  * table) may still be arranged differently than domino would; the Markdown golden tests and a
  * differential test over well-formed pages pin the output.
  */
@@ -167,6 +168,8 @@ class LightFragment extends LightElement {
 
 /** Subtrees dropped while building. */
 const REMOVED = new Set(['script', 'style', 'noscript', 'template', 'title']);
+/** Table parts an HTML5 parser ignores outside a table (their content stays, the tags go). */
+const TABLE_PARTS = new Set(['caption', 'col', 'colgroup', 'tbody', 'td', 'tfoot', 'th', 'thead', 'tr']);
 
 export interface MarkdownTree {
   /** What to convert: the first <body>, or the document without <head>. */
@@ -183,6 +186,8 @@ export function buildMarkdownTree(html: string, options: { baseUrl: string; maxL
   const document = new LightFragment('#document-fragment', {});
   const stack: LightElement[] = [document];
   let removed = 0;
+  /** Open <table> elements. */
+  let tables = 0;
   let body: LightElement | undefined;
   let declaredBase: string | undefined;
   const anchors: LightElement[] = [];
@@ -198,6 +203,13 @@ export function buildMarkdownTree(html: string, options: { baseUrl: string; maxL
           return;
         }
         let parent = stack[stack.length - 1] as LightElement;
+        if (tables === 0 && TABLE_PARTS.has(name)) {
+          // Ignored tag: its children go to the current parent; the parent is pushed again so
+          // the matching close event pops something.
+          stack.push(parent);
+          return;
+        }
+        if (name === 'table') tables += 1;
         const element = new LightElement(name.toUpperCase(), attribs);
         if (element.nodeName === 'TR' && parent.nodeName === 'TABLE') {
           let section = implied.get(parent);
@@ -215,11 +227,12 @@ export function buildMarkdownTree(html: string, options: { baseUrl: string; maxL
         else if (name === 'base' && declaredBase === undefined && attribs.href !== undefined) declaredBase = attribs.href;
         else if (name === 'body' && body === undefined) body = element;
       },
-      onclosetag() {
+      onclosetag(name) {
         if (removed > 0) {
           removed -= 1;
           return;
         }
+        if (name === 'table' && tables > 0) tables -= 1;
         stack.pop();
       },
       ontext(data) {

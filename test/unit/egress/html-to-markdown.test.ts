@@ -36,6 +36,7 @@ const CASES = [
   '<ul><li><p>para item</p></li><li>plain</li></ul><ol><li>one<ol><li>inner</li></ol></li></ol>',
   '<p>entities &amp; &lt;tag&gt; &nbsp;nbsp&nbsp; caf&eacute; &#x1F600;</p>',
   '<h3>a <a href="/h">link in heading</a></h3><h6>six</h6><p>line<br>break<br></p>',
+  '<td>stray cell</td><tr>stray row</tr><p>a <th>h</th> b</p><caption>c</caption>',
   '<dl><dt>term</dt><dd>def</dd></dl><figure><img src="f.png" alt="a [b]" title="t"><figcaption>cap</figcaption></figure>',
 ];
 
