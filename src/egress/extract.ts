@@ -10,13 +10,14 @@
  *   sources made absolute against the final URL (or a <base href>), then Markdown (default) or
  *   plain text.
  * - Output is cut to `maxOutputBytes` on a whole code point, with `truncated: true`.
+ * - On request (a crawler's profile), an HTML page's absolute http(s) <a href> links too.
  */
 import { TextDecoder } from 'node:util';
-import * as cheerio from 'cheerio';
 import { FusionError, isFusionError } from '../errors.js';
 import { HTML_MEDIA_TYPES, type ExtractMode } from './constants.js';
-import { htmlToMarkdown } from './html-to-markdown.js';
-import { htmlTreeToText, type TextNode } from './html-to-text.js';
+import { treeToMarkdown } from './html-to-markdown.js';
+import { buildMarkdownTree } from './markdown-dom.js';
+import { htmlToText } from './html-to-text.js';
 import { truncateUtf8 } from './utf8-truncate.js';
 import { MAX_LINKS_PER_PAGE } from './fetch-profile.js';
 
@@ -74,59 +75,20 @@ export function decodeBody(bytes: Uint8Array, charset: string | undefined): stri
   }
 }
 
-function absolutize($: cheerio.CheerioAPI, baseUrl: string): void {
-  let base = baseUrl;
-  const declared = $('base[href]').first().attr('href');
-  if (declared !== undefined) {
-    try {
-      const resolved = new URL(declared, baseUrl);
-      if (resolved.protocol === 'http:' || resolved.protocol === 'https:') base = resolved.href;
-    } catch {
-      // An unparsable <base href> is ignored, as browsers do.
-    }
-  }
-  const rewrite = (selector: string, attribute: string): void => {
-    $(selector).each((_, element) => {
-      const node = $(element);
-      const value = node.attr(attribute);
-      if (value === undefined || value.trim() === '' || value.trim().startsWith('#')) return;
-      try {
-        node.attr(attribute, new URL(value.trim(), base).href);
-      } catch {
-        // Leave an unparsable reference as written.
-      }
-    });
-  };
-  rewrite('a[href]', 'href');
-  rewrite('img[src]', 'src');
-}
-
 /**
- * cheerio with its htmlparser2 backend (about twice as fast as parse5 on large pages, which
- * matters inside the one fetch deadline); it does not invent <html>/<body>, so a page without
- * <body> is converted from the root with <head> dropped.
+ * One parse with htmlparser2 for either mode: text straight from the parser's events
+ * (html-to-text.ts); Markdown through a small tree built from the same events and handed to
+ * turndown (markdown-dom.ts). Neither invents <html>/<body>: a page without <body> is converted
+ * from the root with <head> dropped.
  */
-function collectLinks($: cheerio.CheerioAPI): string[] {
-  const links = new Set<string>();
-  $('a[href]').each((_, element) => {
-    if (links.size >= MAX_LINKS_PER_PAGE) return false;
-    const href = $(element).attr('href') ?? '';
-    if (/^https?:\/\//iu.test(href)) links.add(href);
-    return undefined;
-  });
-  return [...links];
-}
-
 function convertHtml(text: string, mode: ExtractMode, baseUrl: string, wantLinks: boolean): { content: string; links?: string[] } {
-  const $ = cheerio.load(text, { xml: { xmlMode: false, decodeEntities: true } });
-  $('script, style, noscript, template, title').remove();
-  absolutize($, baseUrl);
-  const links = wantLinks ? { links: collectLinks($) } : {};
-  const body = $('body').first();
-  if (body.length === 0) $('head').remove();
-  if (mode === 'markdown') return { content: htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? ''), ...links };
-  const root = body.length > 0 ? body.get(0) : $.root().get(0);
-  return { content: root === undefined ? '' : htmlTreeToText(root as unknown as TextNode), ...links };
+  const options = { baseUrl, ...(wantLinks ? { maxLinks: MAX_LINKS_PER_PAGE } : {}) };
+  if (mode === 'text') {
+    const converted = htmlToText(text, options);
+    return { content: converted.text, ...(converted.links === undefined ? {} : { links: converted.links }) };
+  }
+  const tree = buildMarkdownTree(text, options);
+  return { content: treeToMarkdown(tree.root), ...(tree.links === undefined ? {} : { links: tree.links }) };
 }
 
 export function extractContent(input: ExtractInput): ExtractOutput {

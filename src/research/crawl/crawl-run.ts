@@ -22,8 +22,9 @@
  * links (mailto:, javascript:) and links past maxDepth are not candidates and are not listed.
  *
  * Failures: a source URL refused by egress policy rejects the run with that error; the caller's
- * signal rejects it with `cancelled`; when no page was collected the first fetch error rejects
- * it. A run where every page was skipped without an error (robots.txt, limits) resolves empty.
+ * signal rejects it with `cancelled`; when no page was collected the first error rejects it (a
+ * failed fetch, or a robots.txt that could not be read). A run where every page was skipped
+ * without an error (disallowed by robots.txt, limits) resolves with no snapshots.
  */
 import type { Logger } from '../../log.js';
 import { untrusted } from '../../log.js';
@@ -85,8 +86,9 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   let stoppedBy: string | undefined;
   const robots = new RobotsCache({ fetch, userAgent, log, remainingMs, signal: runSignal });
 
-  const skip = (url: string, reason: string, depth: number | undefined): void => {
-    log.info({ url: untrusted(url), depth, decision: 'skip', reason: untrusted(reason, 300) }, 'research page decision');
+  /** Lists a skipped URL; `quiet` for the queue left at a stop, which is logged as one line. */
+  const skip = (url: string, reason: string, depth: number | undefined, quiet = false): void => {
+    if (!quiet) log.info({ url: untrusted(url), depth, decision: 'skip', reason: untrusted(reason, 300) }, 'research page decision');
     if (skipped.length < MAX_SKIPPED_LISTED) skipped.push({ url, reason });
     else skippedOmitted += 1;
   };
@@ -148,7 +150,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
       const outcome = await visit(item);
       if (outcome === 'stop') break;
     }
-    for (const item of queue) skip(item.url, `not fetched: ${stoppedBy ?? 'crawl stopped'}`, item.depth);
+    if (queue.length > 0) {
+      log.info({ decision: 'skip', notFetched: queue.length, reason: stoppedBy }, 'research pages left in the queue');
+      for (const item of queue) skip(item.url, `not fetched: ${stoppedBy ?? 'crawl stopped'}`, item.depth, true);
+    }
     if (snapshots.length === 0 && firstError !== undefined) throw firstError;
     if (snapshots.length === 0 && stoppedBy !== undefined && timedOut()) {
       throw new FusionError('request_timeout', `the research run's ${String(limits.maxDurationMs)} ms deadline passed before any page was collected`);
@@ -172,14 +177,16 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   /** Fetches one queued page (robots.txt first); 'stop' ends the crawl. */
   async function visit(item: QueueItem): Promise<'next' | 'stop'> {
     const { url, canonical, depth } = item;
-    let rules;
+    let entry;
     try {
-      rules = (await robots.get(canonical.origin)).rules;
+      entry = await robots.get(canonical.origin);
     } catch (err) {
       return failed(item, toFusionError(err, 'network_error'), false);
     }
+    const rules = entry.rules;
     if (rules === undefined) {
       skip(url, `robots.txt of ${canonical.origin} could not be read: nothing is fetched from this host`, depth);
+      firstError ??= entry.error;
       return 'next';
     }
     const target = new URL(canonical.url);

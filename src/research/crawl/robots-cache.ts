@@ -14,7 +14,7 @@
  * not an egress failure (a bug or a bad configuration must not pass for an unreachable host).
  */
 import type { Logger } from '../../log.js';
-import { isFusionError, toFusionError, type FusionError } from '../../errors.js';
+import { FusionError, isFusionError, toFusionError } from '../../errors.js';
 import { EGRESS_CODES, type GuardedFetch } from '../../egress/guarded-fetch.js';
 import { researchRobotsProfile } from '../../egress/fetch-profile.js';
 import { parseRobots, type RobotsRules } from './robots.js';
@@ -24,6 +24,8 @@ export interface RobotsEntry {
   note: RobotsNote;
   /** Undefined when `failed`: nothing is allowed. */
   rules: RobotsRules | undefined;
+  /** When `failed`: why, as the error a run that collected nothing fails with. */
+  error?: FusionError;
 }
 
 /** Codes that refuse the origin itself on the first hop. */
@@ -77,7 +79,11 @@ export class RobotsCache {
         return { note: { host: origin, status: 'missing', detail: `HTTP ${String(status)}: everything allowed` }, rules: { rules: [], group: 'none' } };
       }
       log.info({ origin, robots: 'failed', code: error.code, err: error }, 'research robots.txt');
-      return { note: { host: origin, status: 'failed', detail: `${error.code}: ${error.message}; nothing fetched from this host` }, rules: undefined };
+      return {
+        note: { host: origin, status: 'failed', detail: `${error.code}: ${error.message}; nothing fetched from this host` },
+        rules: undefined,
+        error: new FusionError(error.code, `robots.txt of ${origin} could not be read (${error.message}), so nothing was fetched from that host`, { cause: error, details: { ...error.details } }),
+      };
     }
   }
 }

@@ -143,6 +143,19 @@ describe('robots.txt', () => {
     expect(skipFor(outcome, 'b.test')).toContain('robots.txt');
   });
 
+  it('a run whose only host has an unreadable robots.txt rejects with that error; one disallowed everywhere resolves empty', async () => {
+    a.pages.set('/robots.txt', { status: 503, type: 'text/plain', body: 'busy' });
+    a.pages.set('/', { body: html('Home', 'x') });
+    const err = await rejection(crawl([a.url('/')]));
+    expect(err.code).toBe('http_error');
+    expect(err.message).toContain('robots.txt of http://a.test:');
+    expect(a.requests).toEqual(['/robots.txt']);
+    a.pages.set('/robots.txt', { type: 'text/plain', body: 'User-agent: FluxusResearchBot\nDisallow: /\n' });
+    const outcome = await crawl([a.url('/')]);
+    expect(outcome.snapshots).toEqual([]);
+    expect(skipFor(outcome, '/')).toBe('disallowed by robots.txt (Disallow: /)');
+  });
+
   it('a mislabelled robots.txt is still read; a huge one is cut at 512 KiB, not failed', async () => {
     const filler = `# ${'x'.repeat(98)}\n`.repeat(6000); // 600 000 bytes of comments
     a.pages.set('/robots.txt', { type: 'application/octet-stream', body: `User-agent: *\nDisallow: /no\n${filler}Disallow: /\n` });
