@@ -331,3 +331,33 @@ describe('research dispatch failure (BullMQ)', () => {
     expect(RESEARCH_JOB_OPTIONS).toEqual({ attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: 100, removeOnFail: 250 });
   });
 });
+
+describe('research cancel of a waiting BullMQ job', () => {
+  it.runIf(modes.includes('queue'))('removes the job from the queue and the run never starts', async () => {
+    const { Queue } = await import('bullmq');
+    // One worker slot, held by a run whose crawl waits a minute: the next run stays waiting.
+    const d = await startResearchDaemon({ redisUrl: redis!.url, crawlDelayMs: 60_000, config: { researchWorkerConcurrency: 1 } });
+    const queue = new Queue('research-runs', { connection: { url: redis!.url } });
+    try {
+      const key = await createKey(d.daemon.researchDbFile, 'ws_wait');
+      const sourceUrls = [`http://${ORIGIN_HOST}:${origin.port}/waiting`];
+      const first = await api(d.base, 'POST', '/api/v1/research', { key, idem: 'hold', body: { query: 'hold', sourceUrls } });
+      await pollRun(d.base, key, first.body.run.id, (r) => r.status === 'running');
+      const second = await api(d.base, 'POST', '/api/v1/research', { key, idem: 'wait', body: { query: 'wait', sourceUrls } });
+      expect(second.status).toBe(202);
+      const id = second.body.run.id as string;
+      expect(await (await queue.getJob(id))?.getState()).toBe('waiting');
+      const c = await api(d.base, 'POST', `/api/v1/research/${id}/cancel`, { key, idem: 'c-wait' });
+      expect(c.body.run.status).toBe('canceled');
+      expect(await queue.getJob(id)).toBeUndefined();
+      // Free the slot: the held run is canceled too, and the waiting one never ran.
+      expect((await api(d.base, 'POST', `/api/v1/research/${first.body.run.id}/cancel`, { key, idem: 'c-hold' })).body.run.status).toBe('canceled');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(d.crawler.calls).toEqual([first.body.run.id]);
+      expect((await api(d.base, 'GET', `/api/v1/research/${id}`, { key })).body.run.status).toBe('canceled');
+    } finally {
+      await queue.close();
+      await d.close();
+    }
+  });
+});
