@@ -255,6 +255,10 @@ describe.each(modes)('research API (%s dispatch)', (mode) => {
       expect(r.status, `${method} ${path}`).toBe(404);
       expect(r.body.error.code).toBe('not_found');
     }
+    // Wrong method on a research route: 405 (after authentication).
+    const wrong = await api(d.base, 'GET', '/api/v1/research', { key });
+    expect(wrong.status).toBe(405);
+    expect(wrong.body.error.code).toBe('method_not_allowed');
     const health = await api(d.base, 'GET', '/v1/health');
     expect(health.status).toBe(200);
     expect(health.body.ok).toBe(true);
