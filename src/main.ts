@@ -95,6 +95,8 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
+export const RESEARCH_RESTART_MESSAGE = 'The daemon restarted before the research run finished.';
+
 /** The research database file of a configuration: `researchDb`, else the data directory's store. */
 export function researchDbFileOf(config: Pick<DaemonConfig, 'home' | 'researchDb'>): string {
   return config.researchDb ?? dataPaths(config.home).dbFile;
@@ -226,6 +228,14 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         })
       : createDirectResearchDispatcher(executor);
     research = new ResearchService(runStore, dispatcher, log);
+    // Direct runs execute inside a request of this process: with the daemon's own research
+    // database, a run left queued or running can only belong to a previous process that died,
+    // and nothing will ever finish it. (With Redis, BullMQ retries it; with a shared
+    // --research-db, another daemon may own it, so nothing is touched.)
+    if (dispatcher.mode === 'direct' && config.researchDb === undefined && config.researchStore === 'sqlite') {
+      const orphans = await runStore.failUnfinished(RESEARCH_RESTART_MESSAGE);
+      if (orphans.length > 0) log.warn({ runs: orphans }, 'research runs interrupted by a restart were marked failed');
+    }
     log.info({ mode: dispatcher.mode, store: config.researchStore, file: researchDbFile, userAgent: crawler.userAgent }, 'research runs ready');
   } catch (err) {
     await researchSql.close().catch(() => undefined);

@@ -88,6 +88,17 @@ export function createMemoryResearchStore(): ResearchRunStore {
       moved.finishedAt = moved.updatedAt;
       return { run: copy(moved), changed: true };
     },
+    async failUnfinished(error) {
+      const ids: string[] = [];
+      for (const run of runs.values()) {
+        if (run.status !== 'queued' && run.status !== 'running') continue;
+        move(run.id, run.status, 'failed');
+        run.error = error;
+        run.finishedAt = run.updatedAt;
+        ids.push(run.id);
+      }
+      return ids;
+    },
     async getDocument(runId) {
       const d = documents.get(runId);
       return d === undefined ? null : copy(d);

@@ -105,6 +105,8 @@ export interface ResearchRunStore {
   failRun(id: string, from: 'queued' | 'running', error: string, crawlReport?: RunCompletion['crawlReport']): Promise<ResearchRunRecord | null>;
   /** queued|running → canceled (recording when); any other run is returned unchanged. Null if absent. */
   cancelRun(id: string): Promise<{ run: ResearchRunRecord; changed: boolean } | null>;
+  /** queued|running → failed with `error`, for every such run (start-up recovery); returns their ids. */
+  failUnfinished(error: string): Promise<string[]>;
   getDocument(runId: string): Promise<ResearchDocumentRecord | null>;
   listSnapshots(runId: string): Promise<ResearchSnapshotRecord[]>;
   close(): Promise<void>;

@@ -146,6 +146,17 @@ class ResearchSqliteStoreImpl implements ResearchSqliteStore {
     return run === null ? null : { run, changed: false };
   }
 
+  async failUnfinished(error: string): Promise<string[]> {
+    for (const from of CANCELABLE) assertRunTransition(from, 'failed');
+    const at = now();
+    const rows = await this.db.all<{ id: string }>(
+      `UPDATE research_runs SET status = 'failed', error = ?, finished_at = ?, updated_at = ?
+         WHERE status IN ('queued', 'running') RETURNING id`,
+      [error, at, at],
+    );
+    return rows.map((r) => r.id);
+  }
+
   async getDocument(runId: string): Promise<ResearchDocumentRecord | null> {
     const row = await this.db.get<ResearchDocumentRow>(
       `SELECT id, run_id, workspace_id, name, mime_type, tags, source_uri, indexing_status, status, enabled, content, created_at
