@@ -100,7 +100,12 @@ export async function routeResearch(ctx: ResearchApiContext | undefined, req: In
     const outcome = await service.create(principal, key, normalisePayload(body));
     return sendJson(res, outcome.deduplicated ? 200 : 202, { run: runView(outcome.run), deduplicated: outcome.deduplicated, dispatch: outcome.dispatch });
   }
-  const id = decodeURIComponent(parts[3]!);
+  let id: string;
+  try {
+    id = decodeURIComponent(parts[3]!);
+  } catch {
+    throw new FusionError('not_found', `no research run ${parts[3]!}`);
+  }
   if (parts.length === 4) {
     allow('GET');
     return sendJson(res, 200, { run: runView(await service.get(principal, id)) });

@@ -192,6 +192,7 @@ describe.each(modes)('research API (%s dispatch)', (mode) => {
       expect(foreign.status).toBe(404);
       expect(foreign.body.error.code).toBe('not_found');
       expect((await api(d.base, method, `/api/v1/research/research_00000000000000000000000000000000${suffix}`, { key, idem: idem() })).status).toBe(404);
+      expect((await api(d.base, method, `/api/v1/research/%E0%A4%A${suffix}`, { key, idem: idem() })).status).toBe(404);
     }
   });
 
