@@ -3,8 +3,8 @@
  * (`--research-db`, one SQLite file; each daemon keeps its own data directory and socket) and
  * the BullMQ queue. Each run executes exactly once (counted at the origin: one request per run's
  * unique page), duplicate creates through both daemons make one run, and a daemon killed with
- * SIGKILL mid-run leaves its job to stall back to the queue, where the other daemon re-claims
- * the `running` run and finishes it. Lock and stalled intervals are shortened so that takes seconds.
+ * SIGKILL mid-run leaves its job to stall back to the queue (or, stopped with SIGTERM, fails the
+ * attempt for a retry), where the other daemon re-claims the `running` run and finishes it. Lock and stalled intervals are shortened so that takes seconds.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -103,22 +103,25 @@ describe.runIf(withRedis)('two daemons on one Redis and one research database', 
     await stop(b);
   });
 
-  it('a daemon killed with SIGKILL mid-run: the run finishes on the other daemon', async () => {
+  it.each(['SIGKILL', 'SIGTERM'] as const)('a daemon stopped with %s mid-run: the run finishes on the other daemon', async (signal) => {
     // Daemon a holds its crawl for a minute; daemon b crawls at once.
     const a = await spawnDaemon('slow', shared, redis.url, { CRAWL_DELAY_MS: '60000' });
     procs.push(a);
-    const created = await api(a.base, 'POST', '/api/v1/research', { key, idem: 'killed-1', body: { query: 'survive', sourceUrls: [`http://${ORIGIN_HOST}:${origin.port}/survivor`] } });
+    const path = `/survivor-${signal}`;
+    const created = await api(a.base, 'POST', '/api/v1/research', { key, idem: `killed-${signal}`, body: { query: 'survive', sourceUrls: [`http://${ORIGIN_HOST}:${origin.port}${path}`] } });
     expect(created.status).toBe(202);
     const id = created.body.run.id as string;
     await pollRun(a.base, key, id, (r) => r.status === 'running', 15_000);
     const b = await spawnDaemon('rescuer', shared, redis.url);
     procs.push(b);
-    await stop(a, 'SIGKILL');
+    // SIGKILL: the job's lock expires and it stalls back to the queue. SIGTERM: the daemon aborts
+    // its active run, the attempt fails and BullMQ retries it (backoff 1 s) on a live worker.
+    await stop(a, signal);
     const started = Date.now();
     const run = await pollRun(b.base, key, id, TERMINAL, 30_000);
     expect(run.status).toBe('succeeded');
     expect(Date.now() - started).toBeLessThan(20_000);
-    expect(origin.requests.filter((u) => u === '/survivor')).toHaveLength(1);
+    expect(origin.requests.filter((u) => u === path)).toHaveLength(1);
     const store = await openResearchSqliteStore({ file: join(shared, 'research.db'), log: silentLogger() });
     try {
       expect((await store.getRun(id))?.claims).toBe(2);
