@@ -16,6 +16,10 @@
  *   fetch also gets the remaining time as its own deadline); when it passes the crawl stops and
  *   returns what it collected.
  *
+ * The queue holds at most ten times the page requests a run may make (400 at the defaults);
+ * further links are not queued (nor listed), which bounds what a page with thousands of links
+ * costs.
+ *
  * Redirects are not followed inside the fetch: the target is queued next (same depth) and
  * checked like any URL (duplicate, maxDomains, its host's robots.txt, egress policy), at most
  * 5 in a chain; its snapshot keeps the URL the chain started from, with the target as finalUrl.
@@ -116,8 +120,16 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
     queue.push({ url, canonical, depth, redirects: 0 });
   };
 
+  /** Page requests a run may make (failed ones included). */
+  const requestBound = limits.maxPages * 2;
+  /**
+   * Queue bound: ten times the requests a run may make, room for links that turn out to be
+   * disallowed or duplicates, while a page with thousands of links costs no more than that.
+   */
+  const queueBound = requestBound * 10;
   const follow = (result: GuardedFetchResult, depth: number): void => {
     for (const link of result.links ?? []) {
+      if (queue.length >= queueBound) return;
       let canonical: CanonicalUrl;
       try {
         canonical = canonicalizeCrawlUrl(link);
@@ -144,8 +156,8 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
         stoppedBy = `maxPages (${String(limits.maxPages)}) reached`;
         break;
       }
-      if (requests >= limits.maxPages * 2) {
-        stoppedBy = `page request bound (${String(limits.maxPages * 2)}, twice maxPages) reached`;
+      if (requests >= requestBound) {
+        stoppedBy = `page request bound (${String(requestBound)}, twice maxPages) reached`;
         break;
       }
       if (usedBytes >= limits.maxTotalBytes) {

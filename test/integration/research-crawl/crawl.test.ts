@@ -190,6 +190,15 @@ describe('limits', () => {
     expect(skipFor(outcome, '/p3')).toBe('not fetched: maxPages (2) reached');
   });
 
+  it('a page with thousands of links queues at most ten times the requests a run may make', async () => {
+    a.pages.set('/', { body: html('Home', 'x', Array.from({ length: 3000 }, (_, i) => `/l${String(i)}`)) });
+    const outcome = await crawl([a.url('/')], { maxPages: 2 });
+    expect(outcome.snapshots).toHaveLength(1); // every link 404s; the request bound (4) stops the crawl
+    const listed = outcome.skipped.length + (outcome.skippedOmitted ?? 0);
+    expect(listed).toBe(40);
+    expect(a.requests).toHaveLength(1 + 4);
+  });
+
   it('maxDomains: a URL on one host too many is skipped and that host never contacted', async () => {
     a.pages.set('/', { body: html('Home', 'x', [b.url('/page'), '/local']) });
     a.pages.set('/local', { body: html('Local', 'x') });
