@@ -40,6 +40,12 @@ export interface FetchProfile {
   deadlineMs?: number;
   /** Return the absolute http(s) links (<a href>) of an HTML page. */
   links?: boolean;
+  /**
+   * `follow` (default): redirects are followed inside the call (each hop vetted). `return`: a
+   * redirect answer is returned as a result with `redirect` set and no body, for a caller that
+   * must judge the target itself (robots.txt, a crawl's limits) before requesting it.
+   */
+  redirects?: 'follow' | 'return';
 }
 
 /** Accept header of the research profile: the seed's page types, no Markdown. */
@@ -80,6 +86,7 @@ export function researchPageProfile(options: ResearchProfileOptions): FetchProfi
     extract: 'text',
     deadlineMs: wholeMs(options.deadlineMs),
     links: true,
+    redirects: 'return',
   };
 }
 

@@ -76,7 +76,12 @@ export interface GuardedFetchResult extends FetchResult {
   links?: string[];
   /** Profile overflow `cut-at-line`: the body went past the cap and only a prefix was read. */
   cut?: boolean;
+  /** Profile redirects `return`: the Location (absolute, fragment dropped) of a redirect answer; no body was read. */
+  redirect?: string;
 }
+
+/** sha256 of zero bytes (the body of a returned redirect, never read). */
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
 export interface GuardedFetch {
   (request: GuardedFetchRequest, signal?: AbortSignal): Promise<GuardedFetchResult>;
@@ -257,6 +262,22 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
         throw err;
       }
       if (outcome.kind === 'redirect') {
+        if (request.profile?.redirects === 'return') {
+          // The caller follows it itself (a crawler applies robots.txt and its limits to the
+          // target first). Its Location was shaped like any hop's; the target is not vetted yet.
+          return {
+            url: first.canonical,
+            final_url: target.canonical,
+            status: outcome.status,
+            content_type: '',
+            format: 'text',
+            truncated: false,
+            content: '',
+            response_bytes: 0,
+            content_sha256: EMPTY_SHA256,
+            redirect: outcome.next.canonical,
+          };
+        }
         target = outcome.next;
         redirectStatus = outcome.status;
         redirects += 1;
@@ -335,6 +356,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
           responseBytes: result.response_bytes,
           truncated: result.truncated,
           ...(result.cut === true ? { cut: true } : {}),
+          ...(result.redirect === undefined ? {} : { redirect: result.redirect }),
           durationMs: Math.round(performance.now() - started),
         },
         'egress fetch done',

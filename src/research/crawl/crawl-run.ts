@@ -16,6 +16,14 @@
  *   fetch also gets the remaining time as its own deadline); when it passes the crawl stops and
  *   returns what it collected.
  *
+ * The queue holds at most ten times the page requests a run may make (400 at the defaults);
+ * further links are not queued (nor listed), which bounds what a page with thousands of links
+ * costs.
+ *
+ * Redirects are not followed inside the fetch: the target is queued next (same depth) and
+ * checked like any URL (duplicate, maxDomains, its host's robots.txt, egress policy), at most
+ * 5 in a chain; its snapshot keeps the URL the chain started from, with the target as finalUrl.
+ *
  * Skips are listed with a reason: robots.txt, type, HTTP and network failures, limits,
  * duplicates (a URL whose canonical form was already admitted; a link text already seen is
  * dropped silently, so a menu repeated on every page is not listed twenty times). Non-http(s)
@@ -31,7 +39,7 @@ import { untrusted } from '../../log.js';
 import { FusionError, toFusionError } from '../../errors.js';
 import { EGRESS_CODES, POLICY_CODES, type GuardedFetch, type GuardedFetchResult } from '../../egress/guarded-fetch.js';
 import { researchPageProfile } from '../../egress/fetch-profile.js';
-import { HTML_MEDIA_TYPES } from '../../egress/constants.js';
+import { DEFAULT_MAX_REDIRECTS, HTML_MEDIA_TYPES } from '../../egress/constants.js';
 import { UNTRUSTED_CAUTION } from '../../contracts/research-limits.js';
 import { canonicalizeCrawlUrl, type CanonicalUrl } from './canonical-url.js';
 import { RobotsCache } from './robots-cache.js';
@@ -46,6 +54,10 @@ interface QueueItem {
   url: string;
   canonical: CanonicalUrl;
   depth: number;
+  /** Redirects that led here (0: a source or a link). */
+  redirects: number;
+  /** The source or link whose redirect chain led here. */
+  from?: { url: string; canonical: CanonicalUrl };
 }
 
 export interface CrawlRunOptions {
@@ -75,8 +87,6 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   const skipped: CrawlSkip[] = [];
   let skippedOmitted = 0;
   const admitted = new Set<string>();
-  /** Canonical URLs of collected pages, requested or reached by redirect. */
-  const collected = new Set<string>();
   const seenText = new Set<string>();
   const hosts = new Set<string>();
   const queue: QueueItem[] = [];
@@ -107,11 +117,19 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
     }
     hosts.add(canonical.host);
     admitted.add(canonical.url);
-    queue.push({ url, canonical, depth });
+    queue.push({ url, canonical, depth, redirects: 0 });
   };
 
+  /** Page requests a run may make (failed ones included). */
+  const requestBound = limits.maxPages * 2;
+  /**
+   * Queue bound: ten times the requests a run may make, room for links that turn out to be
+   * disallowed or duplicates, while a page with thousands of links costs no more than that.
+   */
+  const queueBound = requestBound * 10;
   const follow = (result: GuardedFetchResult, depth: number): void => {
     for (const link of result.links ?? []) {
+      if (queue.length >= queueBound) return;
       let canonical: CanonicalUrl;
       try {
         canonical = canonicalizeCrawlUrl(link);
@@ -138,8 +156,8 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
         stoppedBy = `maxPages (${String(limits.maxPages)}) reached`;
         break;
       }
-      if (requests >= limits.maxPages * 2) {
-        stoppedBy = `page request bound (${String(limits.maxPages * 2)}, twice maxPages) reached`;
+      if (requests >= requestBound) {
+        stoppedBy = `page request bound (${String(requestBound)}, twice maxPages) reached`;
         break;
       }
       if (usedBytes >= limits.maxTotalBytes) {
@@ -205,18 +223,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
       return failed(item, toFusionError(err, 'network_error'), cap < limits.maxBytesPerPage);
     }
     usedBytes += result.response_bytes;
-    const final = canonicalizeCrawlUrl(result.final_url);
-    if (final.url !== canonical.url && collected.has(final.url)) {
-      skip(url, `redirected to ${final.url}, already collected`, depth);
-      return 'next';
-    }
-    // A later link to where this page redirected is a duplicate, not another request.
-    admitted.add(final.url);
-    collected.add(canonical.url);
-    collected.add(final.url);
+    if (result.redirect !== undefined) return redirected(item, result.status, result.redirect);
     snapshots.push({
-      url,
-      canonicalUrl: canonical.url,
+      url: item.from?.url ?? url,
+      canonicalUrl: item.from?.canonical.url ?? canonical.url,
       finalUrl: result.final_url,
       httpStatus: result.status,
       contentType: result.content_type,
@@ -233,8 +243,38 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
     return 'next';
   }
 
+  /**
+   * A redirect answer: its target is queued next, at the same depth, and goes through the same
+   * checks as any URL (duplicates, maxDomains, robots.txt of its host, egress policy).
+   */
+  function redirected(item: QueueItem, status: number, location: string): 'next' | 'stop' {
+    const from = item.from ?? { url: item.url, canonical: item.canonical };
+    if (item.redirects >= DEFAULT_MAX_REDIRECTS) {
+      return failed(item, new FusionError('redirect_limit', `more than ${String(DEFAULT_MAX_REDIRECTS)} redirects from ${from.url}`, { details: { http_status: status } }), false);
+    }
+    const target = canonicalizeCrawlUrl(location); // the guard already shaped it
+    if (admitted.has(target.url)) {
+      skip(item.url, `redirects (HTTP ${String(status)}) to ${target.url}, already in this run`, item.depth);
+      return 'next';
+    }
+    if (!hosts.has(target.host) && hosts.size >= limits.maxDomains) {
+      skip(item.url, `redirects (HTTP ${String(status)}) to ${target.url}: maxDomains (${String(limits.maxDomains)}) reached, host ${target.host} is not crawled`, item.depth);
+      return 'next';
+    }
+    hosts.add(target.host);
+    admitted.add(target.url);
+    queue.unshift({ url: location, canonical: target, depth: item.depth, redirects: item.redirects + 1, from });
+    log.info({ url: untrusted(item.url), depth: item.depth, decision: 'redirect', httpStatus: status, location: untrusted(location) }, 'research page decision');
+    return 'next';
+  }
+
   /** A failed robots.txt lookup or page fetch: fail the run, stop, or skip the page. */
-  function failed(item: QueueItem, error: FusionError, cappedByBudget: boolean): 'next' | 'stop' {
+  function failed(item: QueueItem, cause: FusionError, cappedByBudget: boolean): 'next' | 'stop' {
+    // A target reached by redirect that policy refuses is a blocked redirect, as in the guard.
+    const error =
+      item.from !== undefined && (cause.code === 'blocked_address' || cause.code === 'invalid_url' || cause.code === 'unsupported_scheme')
+        ? new FusionError('redirect_blocked', `redirect from ${item.from.url} blocked: ${cause.message}`, { cause, details: { ...cause.details, rule: cause.code } })
+        : cause;
     if (signal.aborted) throw cancelled();
     if (timedOut()) {
       stoppedBy = `maxDurationMs (${String(limits.maxDurationMs)} ms) reached`;

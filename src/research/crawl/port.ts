@@ -42,6 +42,7 @@ export interface CrawlSkip {
 }
 
 export interface RobotsNote {
+  /** The origin (`scheme://host[:port]`) whose robots.txt this is: robots.txt applies per origin. */
   host: string;
   /** `ok` (rules read), `missing` (4xx: everything allowed), `failed` (5xx/network: nothing allowed). */
   status: 'ok' | 'missing' | 'failed';

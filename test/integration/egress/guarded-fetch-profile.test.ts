@@ -36,6 +36,9 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(line.length * 6000) }).end(line.repeat(6000));
         return;
       }
+      case '/moved':
+        res.writeHead(301, { location: '/page#frag', 'content-type': 'text/plain' }).end('unread body');
+        return;
       case '/slow':
         setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('late'), 3000).unref();
         return;
@@ -80,6 +83,14 @@ describe('research page profile', () => {
     expect(err.code).toBe('request_timeout');
     expect(err.message).toContain('300 ms');
     expect(Date.now() - started).toBeLessThan(2500);
+  });
+
+  it('returns a redirect instead of following it, with its shaped Location and no body', async () => {
+    const seen = origin.requests.length;
+    const result = await fetch({ url: url('/moved'), profile: page() });
+    expect(result).toMatchObject({ status: 301, url: url('/moved'), final_url: url('/moved'), redirect: url('/page'), content: '', response_bytes: 0 });
+    expect(origin.requests.slice(seen)).toEqual(['/moved']);
+    expect((await fetch({ url: url('/moved') })).final_url).toBe(url('/page'));
   });
 
   it('a call without a profile keeps the broker result shape (no links, no cut)', async () => {

@@ -190,6 +190,15 @@ describe('limits', () => {
     expect(skipFor(outcome, '/p3')).toBe('not fetched: maxPages (2) reached');
   });
 
+  it('a page with thousands of links queues at most ten times the requests a run may make', async () => {
+    a.pages.set('/', { body: html('Home', 'x', Array.from({ length: 3000 }, (_, i) => `/l${String(i)}`)) });
+    const outcome = await crawl([a.url('/')], { maxPages: 2 });
+    expect(outcome.snapshots).toHaveLength(1); // every link 404s; the request bound (4) stops the crawl
+    const listed = outcome.skipped.length + (outcome.skippedOmitted ?? 0);
+    expect(listed).toBe(40);
+    expect(a.requests).toHaveLength(1 + 4);
+  });
+
   it('maxDomains: a URL on one host too many is skipped and that host never contacted', async () => {
     a.pages.set('/', { body: html('Home', 'x', [b.url('/page'), '/local']) });
     a.pages.set('/local', { body: html('Local', 'x') });
@@ -267,6 +276,55 @@ describe('types and duplicates', () => {
   });
 });
 
+describe('redirects are followed by the crawl, through the same checks', () => {
+  const redirect = (location: string, status = 302): { status: number; type: string; headers: Record<string, string> } => ({ status, type: 'text/plain', headers: { location } });
+
+  it('a followed redirect keeps the URL the chain started from, with the target as finalUrl', async () => {
+    a.pages.set('/old', redirect(b.url('/new'), 301));
+    b.pages.set('/new', { body: html('New', 'moved here') });
+    const outcome = await crawl([a.url('/old')]);
+    expect(outcome.snapshots).toHaveLength(1);
+    expect(outcome.snapshots[0]).toMatchObject({ url: a.url('/old'), canonicalUrl: a.url('/old'), finalUrl: b.url('/new'), httpStatus: 200 });
+    expect(b.requests).toEqual(['/robots.txt', '/new']);
+  });
+
+  it("a redirect to a path the target's robots.txt disallows is never requested", async () => {
+    a.pages.set('/robots.txt', { type: 'text/plain', body: 'User-agent: *\nDisallow: /private\n' });
+    a.pages.set('/', { body: html('Home', 'x', ['/jump']) });
+    a.pages.set('/jump', redirect('/private/page'));
+    a.pages.set('/private/page', { body: html('Private', 'secret') });
+    const outcome = await crawl([a.url('/')]);
+    expect(pagesOf(outcome)).toEqual(['/']);
+    expect(a.requests).not.toContain('/private/page');
+    expect(skipFor(outcome, '/private/page')).toBe('disallowed by robots.txt (Disallow: /private)');
+  });
+
+  it('a redirect to another host counts toward maxDomains', async () => {
+    a.pages.set('/', { body: html('Home', 'x', ['/away']) });
+    a.pages.set('/away', redirect(b.url('/page')));
+    const before = b.origin.connections;
+    const outcome = await crawl([a.url('/')], { maxDomains: 1 });
+    expect(pagesOf(outcome)).toEqual(['/']);
+    expect(b.origin.connections).toBe(before);
+    expect(skipFor(outcome, '/away')).toContain('maxDomains (1) reached, host b.test is not crawled');
+  });
+
+  it('a redirect to a page already in the run, a loop, and a chain over 5 are skipped', async () => {
+    a.pages.set('/', { body: html('Home', 'x', ['/to-home', '/loop1', '/c6']) });
+    a.pages.set('/to-home', redirect('/'));
+    a.pages.set('/loop1', redirect('/loop2'));
+    a.pages.set('/loop2', redirect('/loop1'));
+    for (let i = 1; i <= 6; i++) a.pages.set(`/c${String(i)}`, redirect(`/c${String(i - 1)}`));
+    a.pages.set('/c0', { body: html('End', 'end of chain') });
+    const outcome = await crawl([a.url('/')]);
+    expect(pagesOf(outcome)).toEqual(['/']);
+    expect(skipFor(outcome, '/to-home')).toBe(`redirects (HTTP 302) to ${a.url('/')}, already in this run`);
+    expect(skipFor(outcome, '/loop2')).toBe(`redirects (HTTP 302) to ${a.url('/loop1')}, already in this run`);
+    expect(skipFor(outcome, '/c1')).toBe(`redirect_limit: more than 5 redirects from ${a.url('/c6')}`);
+    expect(a.requests).not.toContain('/c0');
+  });
+});
+
 describe('failures', () => {
   let sentinelPair: { origin: Listener; sentinel: Listener } | undefined;
   afterEach(async () => {
@@ -281,6 +339,15 @@ describe('failures', () => {
     sentinelPair = await startOriginWithSentinel((_req, res) => res.end('x'));
     const err = await rejection(crawl([a.url('/never'), `http://127.0.0.1:${String(sentinelPair.origin.port)}/`]));
     expect(err.code).toBe('blocked_address');
+    expect(sentinelPair.sentinel.connections).toBe(0);
+  });
+
+  it('a source redirecting to loopback fails the run with redirect_blocked and nothing connects', async () => {
+    sentinelPair = await startOriginWithSentinel((_req, res) => res.end('x'));
+    a.pages.set('/to-loopback', { status: 302, type: 'text/plain', headers: { location: `http://127.0.0.1:${String(sentinelPair.origin.port)}/admin` } });
+    const err = await rejection(crawl([a.url('/to-loopback')]));
+    expect(err.code).toBe('redirect_blocked');
+    expect(err.message).toContain(`redirect from ${a.url('/to-loopback')} blocked`);
     expect(sentinelPair.sentinel.connections).toBe(0);
   });
 
