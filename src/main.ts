@@ -205,6 +205,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     const runStore = config.researchStore === 'memory' ? createMemoryResearchStore() : researchSql;
     if (config.researchStore === 'memory') {
       log.warn({ researchStore: 'memory' }, 'research runs are kept in memory only: they are lost when the daemon stops or restarts');
+      // A queued job only finds its run in the memory of the daemon that created it.
+      if (config.redisUrl) log.warn({}, 'research runs in memory with REDIS_URL: do not share this Redis with another daemon (it would not see these runs)');
     }
     const crawlerOptions: CrawlerOptions = { log, fetch: guardedFetch, ...(config.researchUserAgent ? { userAgent: config.researchUserAgent } : {}) };
     const crawler = (overrides.researchCrawler ?? createCrawler)(crawlerOptions);
