@@ -15,7 +15,8 @@
  * when the fetcher is created with either.
  *
  * A call may carry a profile (fetch-profile.ts: User-Agent, media types, caps, extraction mode,
- * links); the address rules above are the same for every profile. Without one, a call is the
+ * links, whether a redirect is followed or returned); the address rules above are the same for
+ * every profile. Without one, a call is the
  * broker's fetch exactly as described here.
  */
 import { Client } from 'undici';
@@ -27,11 +28,11 @@ import { FusionError, isFusionError, toFusionError } from '../errors.js';
 import {
   ACCEPT_ENCODING_HEADER,
   ACCEPT_HEADER,
+  ALLOWED_MEDIA_TYPES,
   DEFAULT_DEADLINE_MS,
   DEFAULT_MAX_OUTPUT_BYTES,
   DEFAULT_MAX_REDIRECTS,
   DEFAULT_MAX_RESPONSE_BYTES,
-  ALLOWED_MEDIA_TYPES,
   DEFAULT_USER_AGENT,
   REDIRECT_STATUSES,
   type ExtractMode,

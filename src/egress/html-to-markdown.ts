@@ -38,9 +38,17 @@ function cellCount(row: DomNode): number {
   return Array.from(row.childNodes).filter((child) => CELL_TAGS.has(child.nodeName)).length;
 }
 
+/**
+ * The first row of each table, found once: asking the table for its rows again on every row made
+ * a 20 000-row table quadratic. The tree does not change while turndown converts it.
+ */
+const firstRows = new WeakMap<DomNode, DomNode | undefined>();
+
 function isFirstRow(row: DomNode): boolean {
   const table = closest(row, 'TABLE');
-  return table?.getElementsByTagName?.('tr')[0] === row;
+  if (table === undefined) return false;
+  if (!firstRows.has(table)) firstRows.set(table, table.getElementsByTagName?.('tr')[0]);
+  return firstRows.get(table) === row;
 }
 
 function cell(content: string): string {
