@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs and starts what the sandboxes and tests need, when missing: bubblewrap (candidate
-# sandboxes), iproute2, util-linux (prlimit, setpriv). Runs apt only as root and only for what is
+# sandboxes), iproute2, util-linux (prlimit, setpriv), redis-server (the research-queue tests
+# start their own redis-server processes on random loopback ports; no system service is used). Runs apt only as root and only for what is
 # absent, so it is fast and harmless on a machine that already has everything.
 set -euo pipefail
 
@@ -8,6 +9,7 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
+[[ -x /usr/bin/redis-server ]] || need+=(redis-server)
 
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   payload_too_large: { httpStatus: 413, retryable: false, meaning: 'Request body over the API limit.' },
   unauthorized: { httpStatus: 401, retryable: false, meaning: 'Missing or invalid bearer API key.' },
   forbidden: { httpStatus: 403, retryable: false, meaning: 'The key is valid but not allowed here (personal or copilot key).' },
+  dispatch_failed: { httpStatus: 503, retryable: false, meaning: 'A research run could not be handed to its queue; the run is marked failed.' },
   conflict: { httpStatus: 409, retryable: false, meaning: 'Idempotency key reused with a different payload, or a state conflict.' },
   invalid_transition: { httpStatus: 409, retryable: false, meaning: 'A state change the task state machine does not allow.' },
   task_not_terminal: { httpStatus: 409, retryable: true, meaning: 'The task has not reached a terminal state yet.' },

@@ -18,7 +18,7 @@ import { createDirectDispatcher } from './tasks/dispatcher.js';
 import { TaskService } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
-import { createApiHandler } from './api/routes.js';
+import { createApiHandler, type ApiContext } from './api/routes.js';
 import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
 import { childImage, createDockerLauncher } from './launcher/docker.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
@@ -42,6 +42,15 @@ import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
 import { startMaintenance, type MaintenanceJobName, type MaintenanceScheduler } from './maintenance/scheduler.js';
 import { runRootPidFile, runBackup, runOrphanReaper, runRetention, runStaleTaskSweep } from './maintenance/jobs.js';
+import { createCrawler, buildResearchDocument } from './research/crawl/crawler.js';
+import type { Crawler, CrawlerOptions } from './research/crawl/port.js';
+import { RunExecutor, type DocumentBuilder } from './research/run-executor.js';
+import { createDirectResearchDispatcher, type ResearchDispatcher } from './research/dispatch.js';
+import { createQueueDispatcher, type QueueDispatchOptions } from './research/queue-dispatch.js';
+import { ResearchService } from './research/research-service.js';
+import { openResearchSqliteStore, type ResearchSqliteStore } from './store/research-sqlite-store.js';
+import { createMemoryResearchStore } from './store/research-memory-store.js';
+import { assertListenAllowed, listenOnTcp, parseListenAddress } from './api/tcp-listener.js';
 
 /**
  * dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. When this
@@ -75,18 +84,38 @@ export interface DaemonOverrides {
   maintenance?: Partial<MaintenanceConfig>;
   /** cgroup roots the reaper searches (default /sys/fs/cgroup). */
   cgroupRoots?: string[];
+  /** Test seam: builds the research crawler instead of the real one (given the daemon's guard). */
+  researchCrawler?: (options: CrawlerOptions) => Crawler;
+  /** Test seam: the research document builder to pair with a test crawler. */
+  researchDocument?: DocumentBuilder;
+  /** Test seams of the research queue (a throwing add, a short add timeout). */
+  researchQueue?: Pick<QueueDispatchOptions, 'add' | 'addTimeoutMs'>;
+  /** How often an active research run checks for a cancel made through another daemon. */
+  researchCancelPollMs?: number;
 }
 
 export interface Daemon {
   config: DaemonConfig;
   tasks: TaskService;
   store: Store;
+  research: ResearchService;
+  /** The research store's SQLite file (runs unless --research-store memory, and API keys). */
+  researchDbFile: string;
   log: Logger;
   socketPath: string;
   /** The task tarball signing key, when `fusion keys signing-init` created one. */
   signingKey: SigningKey | null;
   maintenance: MaintenanceScheduler;
+  /** The TCP listener of the research API, when `listen` is configured. */
+  tcp: { host: string; port: number } | null;
   close(): Promise<void>;
+}
+
+export const RESEARCH_RESTART_MESSAGE = 'The daemon restarted before the research run finished.';
+
+/** The research database file of a configuration: `researchDb`, else the data directory's store. */
+export function researchDbFileOf(config: Pick<DaemonConfig, 'home' | 'researchDb'>): string {
+  return config.researchDb ?? dataPaths(config.home).dbFile;
 }
 
 export function buildConfig(input: DaemonConfigInput): DaemonConfig {
@@ -178,6 +207,65 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     throw new FusionError('invalid_config', `egress configuration is invalid: ${(err as Error).message}`, { cause: err });
   }
 
+  // Research runs: keys always in SQLite (the `fusion keys` commands write them there); runs in
+  // SQLite too unless the admin asked for the in-memory mode.
+  const listenAddress = config.listen === undefined ? undefined : parseListenAddress(config.listen);
+  if (listenAddress) assertListenAllowed(listenAddress, config.listenPublic);
+  const researchDbFile = researchDbFileOf(config);
+  let researchSql: ResearchSqliteStore;
+  let research: ResearchService;
+  try {
+    researchSql = await openResearchSqliteStore({ file: researchDbFile, log });
+  } catch (err) {
+    await guardedFetch.close();
+    await store.close();
+    throw err;
+  }
+  try {
+    const runStore = config.researchStore === 'memory' ? createMemoryResearchStore() : researchSql;
+    if (config.researchStore === 'memory') {
+      log.warn({ researchStore: 'memory' }, 'research runs are kept in memory only: they are lost when the daemon stops or restarts');
+      // A queued job only finds its run in the memory of the daemon that created it.
+      if (config.redisUrl) log.warn({}, 'research runs in memory with REDIS_URL: do not share this Redis with another daemon (it would not see these runs)');
+    }
+    const crawlerOptions: CrawlerOptions = { log, fetch: guardedFetch, ...(config.researchUserAgent ? { userAgent: config.researchUserAgent } : {}) };
+    const crawler = (overrides.researchCrawler ?? createCrawler)(crawlerOptions);
+    const executor = new RunExecutor({
+      store: runStore,
+      crawler,
+      buildDocument: overrides.researchDocument ?? buildResearchDocument,
+      log,
+      ...(overrides.researchCancelPollMs !== undefined ? { cancelPollMs: overrides.researchCancelPollMs } : {}),
+    });
+    const dispatcher: ResearchDispatcher = config.redisUrl
+      ? await createQueueDispatcher({
+          redisUrl: config.redisUrl,
+          store: runStore,
+          executor,
+          log,
+          concurrency: config.researchWorkerConcurrency,
+          ...(config.researchLockMs !== undefined ? { lockDurationMs: config.researchLockMs } : {}),
+          ...(config.researchStalledMs !== undefined ? { stalledIntervalMs: config.researchStalledMs } : {}),
+          ...overrides.researchQueue,
+        })
+      : createDirectResearchDispatcher(executor);
+    research = new ResearchService(runStore, dispatcher, log);
+    // Direct runs execute inside a request of this process: with the daemon's own research
+    // database, a run left queued or running can only belong to a previous process that died,
+    // and nothing will ever finish it. (With Redis, BullMQ retries it; with a shared
+    // --research-db, another daemon may own it, so nothing is touched.)
+    if (dispatcher.mode === 'direct' && config.researchDb === undefined && config.researchStore === 'sqlite') {
+      const orphans = await runStore.failUnfinished(RESEARCH_RESTART_MESSAGE);
+      if (orphans.length > 0) log.warn({ runs: orphans }, 'research runs interrupted by a restart were marked failed');
+    }
+    log.info({ mode: dispatcher.mode, store: config.researchStore, file: researchDbFile, userAgent: crawler.userAgent }, 'research runs ready');
+  } catch (err) {
+    await researchSql.close().catch(() => undefined);
+    await guardedFetch.close();
+    await store.close();
+    throw err;
+  }
+
   const stageWorkers = instrumentStageWorkers(createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log }));
   const runner =
     overrides.runner ??
@@ -258,7 +346,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   });
 
   const startedAt = new Date().toISOString();
-  const handler = createApiHandler({
+  const apiContext: ApiContext = {
     tasks,
     log,
     version: packageVersion(),
@@ -289,36 +377,56 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       return maintenance.runNow(job as MaintenanceJobName);
     },
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
-  });
+    research: { service: research, keys: researchSql },
+  };
   let server: Server;
+  let tcp: { server: Server; host: string; port: number } | undefined;
   try {
-    server = await listenOnSocket(config.socketPath, handler);
+    server = await listenOnSocket(config.socketPath, createApiHandler(apiContext, 'socket'));
+    if (listenAddress) {
+      try {
+        tcp = await listenOnTcp(listenAddress, createApiHandler(apiContext, 'tcp'));
+      } catch (err) {
+        await closeServer(server, config.socketPath);
+        throw err;
+      }
+    }
   } catch (err) {
     await maintenance.stop();
+    await research.close().catch(() => undefined);
     await tasks.shutdown();
+    await researchSql.close().catch(() => undefined);
     await store.close();
     throw err;
   }
   log.info({ socket: config.socketPath, home: config.home, pid: process.pid }, 'fusion daemon listening');
+  if (tcp) log.info({ host: tcp.host, port: tcp.port }, 'research API listening on TCP (only /api/v1/research and /v1/health)');
 
   let closing: Promise<void> | undefined;
   return {
     config,
     tasks,
     store,
+    research,
+    researchDbFile,
     log,
     socketPath: config.socketPath,
     signingKey,
     maintenance,
+    tcp: tcp ? { host: tcp.host, port: tcp.port } : null,
     close: () =>
       (closing ??= (async () => {
         log.info({}, 'fusion daemon shutting down');
+        if (tcp) await closeServer(tcp.server);
         await closeServer(server, config.socketPath);
         await maintenance.stop();
+        // Active research runs are aborted: a queued job is retried by another daemon, a direct run fails.
+        await research.close().catch((err: unknown) => log.warn({ err }, 'research shutdown failed'));
         await tasks.shutdown();
         rmSync(runRootPidFile(runRoot), { force: true });
         await stageWorkers.stop();
         await guardedFetch.close();
+        await researchSql.close();
         await store.close();
       })()),
   };

@@ -14,6 +14,11 @@
  *   GET  /v1/events[?follow=]                                     NDJSON events of all tasks
  *   POST /v1/tasks/:id/cancel
  *   POST /v1/admin/maintenance/:job    retention | reaper | stale-sweep | backup, run now
+ *   /api/v1/research…                   research runs (see research-routes.ts; bearer key required)
+ *
+ * Surfaces: the Unix socket (0600, the daemon's user only) serves everything. The TCP listener
+ * serves ONLY the research API and a minimal health: the task API has no authentication and
+ * reads repositories as the daemon's user, so it must never be reachable over the network.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FusionError } from '../errors.js';
@@ -24,6 +29,7 @@ import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
 import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
+import { routeResearch, type ResearchApiContext } from './research-routes.js';
 
 export interface ApiContext {
   tasks: TaskService;
@@ -39,7 +45,11 @@ export interface ApiContext {
   resultSeal?: ResultSealCheck;
   /** `POST /v1/admin/maintenance/{job}`: runs one maintenance job now (admin make targets). */
   runMaintenance?: (job: string) => Promise<unknown>;
+  /** The research-run API; absent → its routes answer not_found. */
+  research?: ResearchApiContext;
 }
+
+export type ApiSurface = 'socket' | 'tcp';
 
 const MAX_WAIT_MS = 10 * 60_000;
 
@@ -66,17 +76,30 @@ function intParam(url: URL, name: string, fallback: number, max: number): number
   return Math.min(n, max);
 }
 
-export function createApiHandler(ctx: ApiContext): (req: IncomingMessage, res: ServerResponse) => void {
-  const log = ctx.log.child({ component: 'api' });
+export function createApiHandler(ctx: ApiContext, surface: ApiSurface = 'socket'): (req: IncomingMessage, res: ServerResponse) => void {
+  const log = ctx.log.child({ component: 'api', surface });
+  const handle = surface === 'socket' ? route : routeTcp;
   return (req, res) => {
     const started = Date.now();
-    route(ctx, req, res)
+    handle(ctx, req, res)
       .catch((err: unknown) => {
         const fe = sendError(res, err);
         if (fe.httpStatus >= 500) log.error({ code: fe.code, err: fe.message, url: req.url }, 'request failed');
       })
       .finally(() => log.debug({ method: req.method, url: req.url, status: res.statusCode, ms: Date.now() - started }, 'request'));
   };
+}
+
+/** The TCP surface: an allow list, checked before anything else runs. */
+async function routeTcp(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://fusion.local');
+  const parts = url.pathname.split('/').filter(Boolean);
+  if (parts[0] === 'api') return routeResearch(ctx.research, req, res, parts, url.pathname);
+  if (parts.length === 2 && parts[0] === 'v1' && parts[1] === 'health') {
+    if ((req.method ?? 'GET') !== 'GET') throw new FusionError('method_not_allowed', `${req.method ?? ''} is not allowed on ${url.pathname}; use GET`);
+    return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });
+  }
+  throw new FusionError('not_found', `no route ${url.pathname} on the TCP listener (it serves only /api/v1/research and /v1/health)`);
 }
 
 async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -93,6 +116,7 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
     res.end(body);
     return;
   }
+  if (parts[0] === 'api') return routeResearch(ctx.research, req, res, parts, url.pathname);
   if (parts[0] !== 'v1') throw new FusionError('not_found', `no route ${url.pathname}`);
 
   if (parts.length === 2 && parts[1] === 'health') {

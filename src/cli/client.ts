@@ -27,7 +27,7 @@ export class FusionClient {
     return reply.body;
   }
 
-  raw(method: string, path: string, body?: unknown, timeoutMs = 15 * 60_000): Promise<ApiReply> {
+  raw(method: string, path: string, body?: unknown, timeoutMs = 15 * 60_000, headers: Record<string, string> = {}): Promise<ApiReply> {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     return new Promise((resolve, reject) => {
       const req = request(
@@ -35,7 +35,7 @@ export class FusionClient {
           socketPath: this.socketPath,
           method,
           path,
-          headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {},
+          headers: { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}) },
           timeout: timeoutMs,
         },
         (res) => {

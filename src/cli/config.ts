@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { DaemonConfigInput } from '../contracts/config.js';
 import { dataPaths } from '../tasks/paths.js';
-import { flag, flagAll, type ParsedArgs } from './args.js';
+import { flag, flagAll, has, type ParsedArgs } from './args.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -55,5 +55,28 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(flag(args, 'merger-model') ? { mergerModel: flag(args, 'merger-model') } : {}),
     egressResolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...flagAll(args, 'resolve')],
     egressAllowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...flagAll(args, 'allow-cidr')],
+    ...researchConfigInput(args, env),
+  };
+}
+
+/** The research-run settings: flags, REDIS_URL and the RESEARCH_* variables. */
+function researchConfigInput(args: ParsedArgs, env: Env): Partial<DaemonConfigInput> {
+  const store = flag(args, 'research-store');
+  const db = flag(args, 'research-db') ?? env.FUSION_RESEARCH_DB;
+  const ua = flag(args, 'research-user-agent');
+  const redisUrl = env.REDIS_URL?.trim();
+  const concurrency = intFrom(env.RESEARCH_WORKER_CONCURRENCY);
+  const lockMs = intFrom(env.RESEARCH_LOCK_DURATION_MS);
+  const stalledMs = intFrom(env.RESEARCH_STALLED_INTERVAL_MS);
+  return {
+    ...(flag(args, 'listen') ? { listen: flag(args, 'listen') } : {}),
+    ...(has(args, 'listen-public') ? { listenPublic: true } : {}),
+    ...(store ? { researchStore: store as 'sqlite' } : {}),
+    ...(db ? { researchDb: resolve(db) } : {}),
+    ...(ua ? { researchUserAgent: ua } : {}),
+    ...(redisUrl ? { redisUrl } : {}),
+    ...(concurrency !== undefined ? { researchWorkerConcurrency: concurrency } : {}),
+    ...(lockMs !== undefined ? { researchLockMs: lockMs } : {}),
+    ...(stalledMs !== undefined ? { researchStalledMs: stalledMs } : {}),
   };
 }

@@ -5,12 +5,15 @@
 import { FETCH_USAGE } from './fetch-command.js';
 import { MODELS_HELP } from './models-command.js';
 import { SANDBOX_HELP } from './sandbox-command.js';
+import { KEYS_USAGE } from './keys-command.js';
 
 const MODEL_FLAGS = '[--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]';
 
 const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L] [--concurrency N]
                 ${MODEL_FLAGS}
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]
+                [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)
+                [--research-store sqlite|memory] [--research-db FILE] [--research-user-agent UA]
 `;
 
 const SUBMIT_USAGE = `  fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
@@ -38,7 +41,7 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR]      the task's sealed tarball, from the database
   fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--json]
@@ -51,6 +54,9 @@ anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTH
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL,
 FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRESS_ALLOW_CIDRS.
+Research runs: REDIS_URL (BullMQ queue research-runs; unset → runs execute in the create request),
+RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
+(BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
 Input is validated before any daemon is contacted.
 Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
 fetch: 3 refused by policy, 4 other fetch failure.
@@ -62,7 +68,8 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = {
   daemon: `Usage:
 ${DAEMON_USAGE}
 Runs the supervisor daemon in the foreground until SIGTERM/SIGINT. --resolve and --allow-cidr
-are the egress admin seams (announced at start-up). Models come from --models-file (or
+are the egress admin seams (announced at start-up). --listen serves the research API (and only it)
+over TCP; a non-loopback address also needs --listen-public (keys would cross the network in clear). Models come from --models-file (or
 FUSION_MODELS_FILE) and the model flags; with none, every stage uses the builtin engine.
 `,
   investigate: `Usage:
@@ -86,9 +93,12 @@ The arguments, sources included, are validated before any daemon is contacted (e
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
   mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR]\n\nA Model Context Protocol server on stdio (tools fusion_investigate, fusion_research, bg_result); uses the running daemon or starts an embedded one.\n',
-  keys: `Usage: fusion keys signing-init|signing-public [--data DIR]
+  keys: `Usage:
+${KEYS_USAGE}  fusion keys signing-init|signing-public [--data DIR]
 
-signing-init creates the Ed25519 key pair that signs every task tarball (private key 0600 in the
+create/list/revoke manage the research API's bearer keys (workspace keys may use the API;
+personal and copilot keys are refused with 403); the key is printed once and only its sha256 is
+stored. signing-init creates the Ed25519 key pair that signs every task tarball (private key 0600 in the
 data directory; refuses to replace one); signing-public prints the public key (PEM) for auditors.
 `,
   audit: `Usage: fusion audit export TASK -o FILE.tar [--data DIR]

@@ -16,6 +16,7 @@ import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
 import { signingKeyCommand } from './signing-command.js';
 import { auditCommand } from './audit-command.js';
+import { keysCommand } from './keys-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
@@ -38,6 +39,11 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'candidate-model': { value: true, repeat: true },
   'evaluator-model': { value: true },
   'merger-model': { value: true },
+  listen: { value: true },
+  'listen-public': {},
+  'research-store': { value: true },
+  'research-db': { value: true },
+  'research-user-agent': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   ...DAEMON_FLAGS,
@@ -77,6 +83,8 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const config = buildConfig(daemonConfigInput(args, env));
   const daemon = await startDaemon(config, { env });
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
+  if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
+  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
       daemon.log.info({ signal }, 'signal received');
@@ -210,6 +218,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     }
     case 'sandbox':
       return sandboxExecCommand(rest, env, io);
+    case 'keys':
+      return keysCommand(rest, env, io);
     case 'models':
       return modelsCommand(rest, env, io);
     case 'validate':

@@ -27,6 +27,22 @@ export const DaemonConfigSchema = z
     /** Egress admin seams (SPEC §E, issue 5): `host:ip` overrides and CIDRs treated as public. */
     egressResolve: z.array(z.string()).default([]),
     egressAllowCidrs: z.array(z.string()).default([]),
+    /** Opt-in TCP listener for the research API, `HOST:PORT`; loopback unless listenPublic. */
+    listen: z.string().min(1).optional(),
+    /** Allows a non-loopback `listen` address (plain HTTP: put TLS in front). */
+    listenPublic: z.boolean().default(false),
+    /** Where research runs live: the durable SQLite file (default) or process memory (lost on restart). */
+    researchStore: z.enum(['sqlite', 'memory']).default('sqlite'),
+    /** Research database file (runs and API keys); default the data directory's store. Daemons sharing one Redis share this file. */
+    researchDb: z.string().min(1).optional(),
+    /** User-Agent of research crawls (default FluxusResearchBot). */
+    researchUserAgent: z.string().min(1).max(200).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII').optional(),
+    /** Redis for the BullMQ research queue; absent → runs execute in the create request. */
+    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+    researchWorkerConcurrency: z.number().int().min(1).max(64).default(4),
+    /** BullMQ lock duration and stalled-job check interval (ms); BullMQ's defaults when absent. */
+    researchLockMs: z.number().int().min(500).max(600_000).optional(),
+    researchStalledMs: z.number().int().min(500).max(600_000).optional(),
   })
   .strict();
 

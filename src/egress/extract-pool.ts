@@ -1,6 +1,6 @@
 /**
  * A small pool of worker threads that run the extractor (extract.ts) off the daemon's event
- * loop, each with a V8 heap bound (`resourceLimits`). Workers are reused (loading cheerio and
+ * loop, each with a V8 heap bound (`resourceLimits`). Workers are reused (loading the parser and
  * turndown costs more than most extractions) and unref'd while idle, so an idle pool never
  * keeps the process alive.
  *

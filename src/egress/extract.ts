@@ -10,14 +10,16 @@
  *   sources made absolute against the final URL (or a <base href>), then Markdown (default) or
  *   plain text.
  * - Output is cut to `maxOutputBytes` on a whole code point, with `truncated: true`.
+ * - On request (a crawler's profile), an HTML page's absolute http(s) <a href> links too.
  */
 import { TextDecoder } from 'node:util';
-import * as cheerio from 'cheerio';
 import { FusionError, isFusionError } from '../errors.js';
 import { HTML_MEDIA_TYPES, type ExtractMode } from './constants.js';
-import { htmlToMarkdown } from './html-to-markdown.js';
-import { htmlTreeToText, type TextNode } from './html-to-text.js';
+import { treeToMarkdown } from './html-to-markdown.js';
+import { buildMarkdownTree } from './markdown-dom.js';
+import { htmlToText } from './html-to-text.js';
 import { truncateUtf8 } from './utf8-truncate.js';
+import { MAX_LINKS_PER_PAGE } from './fetch-profile.js';
 
 export interface ExtractInput {
   body: Uint8Array;
@@ -30,12 +32,16 @@ export interface ExtractInput {
   /** The final URL: relative links are resolved against it. */
   baseUrl: string;
   maxOutputBytes: number;
+  /** HTML only: also return the page's absolute http(s) links (<a href>), for a crawler. */
+  links?: boolean | undefined;
 }
 
 export interface ExtractOutput {
   format: ExtractMode;
   content: string;
   truncated: boolean;
+  /** Only when asked for: absolute http(s) links in document order, deduplicated, at most MAX_LINKS_PER_PAGE. */
+  links?: string[];
 }
 
 /**
@@ -69,53 +75,27 @@ export function decodeBody(bytes: Uint8Array, charset: string | undefined): stri
   }
 }
 
-function absolutize($: cheerio.CheerioAPI, baseUrl: string): void {
-  let base = baseUrl;
-  const declared = $('base[href]').first().attr('href');
-  if (declared !== undefined) {
-    try {
-      const resolved = new URL(declared, baseUrl);
-      if (resolved.protocol === 'http:' || resolved.protocol === 'https:') base = resolved.href;
-    } catch {
-      // An unparsable <base href> is ignored, as browsers do.
-    }
-  }
-  const rewrite = (selector: string, attribute: string): void => {
-    $(selector).each((_, element) => {
-      const node = $(element);
-      const value = node.attr(attribute);
-      if (value === undefined || value.trim() === '' || value.trim().startsWith('#')) return;
-      try {
-        node.attr(attribute, new URL(value.trim(), base).href);
-      } catch {
-        // Leave an unparsable reference as written.
-      }
-    });
-  };
-  rewrite('a[href]', 'href');
-  rewrite('img[src]', 'src');
-}
-
 /**
- * cheerio with its htmlparser2 backend (about twice as fast as parse5 on large pages, which
- * matters inside the one fetch deadline); it does not invent <html>/<body>, so a page without
- * <body> is converted from the root with <head> dropped.
+ * One parse with htmlparser2 for either mode: text straight from the parser's events
+ * (html-to-text.ts); Markdown through a small tree built from the same events and handed to
+ * turndown (markdown-dom.ts). Neither invents <html>/<body>: a page without <body> is converted
+ * from the root with <head> dropped.
  */
-function convertHtml(text: string, mode: ExtractMode, baseUrl: string): string {
-  const $ = cheerio.load(text, { xml: { xmlMode: false, decodeEntities: true } });
-  $('script, style, noscript, template, title').remove();
-  absolutize($, baseUrl);
-  const body = $('body').first();
-  if (body.length === 0) $('head').remove();
-  if (mode === 'markdown') return htmlToMarkdown((body.length > 0 ? body.html() : $.root().html()) ?? '');
-  const root = body.length > 0 ? body.get(0) : $.root().get(0);
-  return root === undefined ? '' : htmlTreeToText(root as unknown as TextNode);
+function convertHtml(text: string, mode: ExtractMode, baseUrl: string, wantLinks: boolean): { content: string; links?: string[] } {
+  const options = { baseUrl, ...(wantLinks ? { maxLinks: MAX_LINKS_PER_PAGE } : {}) };
+  if (mode === 'text') {
+    const converted = htmlToText(text, options);
+    return { content: converted.text, ...(converted.links === undefined ? {} : { links: converted.links }) };
+  }
+  const tree = buildMarkdownTree(text, options);
+  return { content: treeToMarkdown(tree.root), ...(tree.links === undefined ? {} : { links: tree.links }) };
 }
 
 export function extractContent(input: ExtractInput): ExtractOutput {
   const text = decodeBody(input.body, input.charset);
   let format: ExtractMode;
   let content: string;
+  let links: string[] | undefined;
   try {
     if (input.mediaType === 'text/plain') {
       format = 'text';
@@ -125,7 +105,7 @@ export function extractContent(input: ExtractInput): ExtractOutput {
       content = text;
     } else if (HTML_MEDIA_TYPES.has(input.mediaType)) {
       format = input.extract ?? 'markdown';
-      content = convertHtml(text, format, input.baseUrl);
+      ({ content, links } = convertHtml(text, format, input.baseUrl, input.links === true));
     } else {
       throw new FusionError('unsupported_content_type', `no extractor for ${input.mediaType}`);
     }
@@ -134,5 +114,5 @@ export function extractContent(input: ExtractInput): ExtractOutput {
     throw new FusionError('extraction_failed', `content extraction failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   const cut = truncateUtf8(content, input.maxOutputBytes);
-  return { format, content: cut.text, truncated: cut.truncated };
+  return { format, content: cut.text, truncated: cut.truncated, ...(input.links === true ? { links: links ?? [] } : {}) };
 }

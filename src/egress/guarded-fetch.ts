@@ -13,6 +13,11 @@
  *
  * Admin seams (`resolveOverrides`, `allowCidrs`) widen what is reachable, so a warning is logged
  * when the fetcher is created with either.
+ *
+ * A call may carry a profile (fetch-profile.ts: User-Agent, media types, caps, extraction mode,
+ * links, whether a redirect is followed or returned); the address rules above are the same for
+ * every profile. Without one, a call is the
+ * broker's fetch exactly as described here.
  */
 import { Client } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -23,6 +28,7 @@ import { FusionError, isFusionError, toFusionError } from '../errors.js';
 import {
   ACCEPT_ENCODING_HEADER,
   ACCEPT_HEADER,
+  ALLOWED_MEDIA_TYPES,
   DEFAULT_DEADLINE_MS,
   DEFAULT_MAX_OUTPUT_BYTES,
   DEFAULT_MAX_REDIRECTS,
@@ -32,11 +38,12 @@ import {
   type ExtractMode,
 } from './constants.js';
 import { ExtractPool } from './extract-pool.js';
+import { checkUserAgent, type FetchProfile } from './fetch-profile.js';
 import { parseFetchUrl, type FetchTarget } from './fetch-url.js';
 import { defaultResolver, vetHost, type Resolver } from './host-vetting.js';
 import { createPinnedConnector } from './pinned-connector.js';
 import { normalizeOverrides } from './resolve-list.js';
-import { checkContentEncoding, checkContentLength, checkMediaType, readCappedBody, type CappedBody, type ContentType } from './response-checks.js';
+import { checkContentEncoding, checkContentLength, checkMediaType, parseContentType, readCappedBody, type CappedBody, type ContentType } from './response-checks.js';
 
 export interface GuardedFetchOptions {
   log: Logger;
@@ -60,16 +67,44 @@ export interface GuardedFetchOptions {
 export interface GuardedFetchRequest {
   url: string;
   extract?: ExtractMode;
+  /** Per-call settings (research runs); absent for the broker's fetch. */
+  profile?: FetchProfile;
 }
 
+/** A fetch result; the extra fields appear only when the call's profile asked for them. */
+export interface GuardedFetchResult extends FetchResult {
+  /** Profile `links`: absolute http(s) links of an HTML page, in document order, deduplicated. */
+  links?: string[];
+  /** Profile overflow `cut-at-line`: the body went past the cap and only a prefix was read. */
+  cut?: boolean;
+  /** Profile redirects `return`: the Location (absolute, fragment dropped) of a redirect answer; no body was read. */
+  redirect?: string;
+}
+
+/** sha256 of zero bytes (the body of a returned redirect, never read). */
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
 export interface GuardedFetch {
-  (request: GuardedFetchRequest, signal?: AbortSignal): Promise<FetchResult>;
+  (request: GuardedFetchRequest, signal?: AbortSignal): Promise<GuardedFetchResult>;
   /** Terminates the extraction workers; later calls fail. */
   close(): Promise<void>;
 }
 
 /** Error codes that mean "refused by policy" (a deny decision rather than a failed fetch). */
 export const POLICY_CODES: ReadonlySet<string> = new Set(['invalid_url', 'unsupported_scheme', 'blocked_address', 'redirect_blocked']);
+
+/** The twelve egress codes: the ways a fetch can fail. Anything else thrown by a fetch is a bug or a bad configuration. */
+export const EGRESS_CODES: ReadonlySet<string> = new Set([
+  ...POLICY_CODES,
+  'dns_failure',
+  'redirect_limit',
+  'response_too_large',
+  'unsupported_content_type',
+  'request_timeout',
+  'network_error',
+  'extraction_failed',
+  'http_error',
+]);
 
 interface HopState {
   hop: number;
@@ -79,6 +114,16 @@ interface HopState {
 }
 
 type HopOutcome = { kind: 'redirect'; next: FetchTarget; status: number } | { kind: 'body'; status: number; contentType: ContentType; body: CappedBody; bytes: number };
+
+/** What one call sends and accepts: the guard's defaults, or its profile's. */
+interface CallSettings {
+  headers: Record<string, string>;
+  mediaTypes: ReadonlySet<string> | 'any-as-text';
+  maxResponseBytes: number;
+  overflow: 'fail' | 'cut-at-line';
+  maxOutputBytes: number;
+  deadlineMs: number;
+}
 
 function positiveInt(value: number | undefined, fallback: number, name: string, min = 1): number {
   if (value === undefined) return fallback;
@@ -111,11 +156,27 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
   const maxResponseBytes = positiveInt(options.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES, 'maxResponseBytes');
   const maxOutputBytes = positiveInt(options.maxOutputBytes, DEFAULT_MAX_OUTPUT_BYTES, 'maxOutputBytes');
   const maxRedirects = positiveInt(options.maxRedirects, DEFAULT_MAX_REDIRECTS, 'maxRedirects', 0);
-  const userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
-  if (/[\r\n\0]/u.test(userAgent) || userAgent.trim() === '') {
-    throw new FusionError('invalid_config', 'userAgent must be a non-empty single line', { details: { path: 'userAgent' } });
-  }
+  const userAgent = checkUserAgent(options.userAgent ?? DEFAULT_USER_AGENT, 'userAgent');
   const headers = { accept: ACCEPT_HEADER, 'accept-encoding': ACCEPT_ENCODING_HEADER, 'user-agent': userAgent };
+  const defaults: CallSettings = { headers, mediaTypes: ALLOWED_MEDIA_TYPES, maxResponseBytes, overflow: 'fail', maxOutputBytes, deadlineMs };
+
+  /** A profile's settings, checked like the guard's own options (a bad profile is a bug: invalid_config). */
+  function settingsFor(profile: FetchProfile | undefined): CallSettings {
+    if (profile === undefined) return defaults;
+    const path = `profile(${profile.name})`;
+    return {
+      headers: {
+        accept: profile.accept ?? ACCEPT_HEADER,
+        'accept-encoding': ACCEPT_ENCODING_HEADER,
+        'user-agent': profile.userAgent === undefined ? userAgent : checkUserAgent(profile.userAgent, `${path}.userAgent`),
+      },
+      mediaTypes: profile.mediaTypes ?? ALLOWED_MEDIA_TYPES,
+      maxResponseBytes: positiveInt(profile.maxResponseBytes, maxResponseBytes, `${path}.maxResponseBytes`),
+      overflow: profile.overflow ?? 'fail',
+      maxOutputBytes: positiveInt(profile.maxOutputBytes, maxOutputBytes, `${path}.maxOutputBytes`),
+      deadlineMs: Math.min(deadlineMs, positiveInt(profile.deadlineMs, deadlineMs, `${path}.deadlineMs`)),
+    };
+  }
   const pool = new ExtractPool({
     ...(options.extractWorkers === undefined ? {} : { size: options.extractWorkers }),
     ...(options.extractMemoryMb === undefined ? {} : { memoryMb: options.extractMemoryMb }),
@@ -128,7 +189,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
     );
   }
 
-  async function requestHop(target: FetchTarget, hop: number, redirects: number, signal: AbortSignal, state: HopState): Promise<HopOutcome> {
+  async function requestHop(target: FetchTarget, hop: number, redirects: number, signal: AbortSignal, state: HopState, call: CallSettings): Promise<HopOutcome> {
     const pinned = await vetHost(target, hop, { resolve, overrides, allowCidrs, signal });
     state.address = pinned.address;
     log.info(
@@ -143,7 +204,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
       pipelining: 1,
     });
     try {
-      const response = await client.request({ path: `${target.url.pathname}${target.url.search}`, method: 'GET', headers, signal });
+      const response = await client.request({ path: `${target.url.pathname}${target.url.search}`, method: 'GET', headers: call.headers, signal });
       const status = response.statusCode;
       state.status = status;
       let consumed = false;
@@ -166,11 +227,12 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
         if (status < 200 || status > 299) {
           throw new FusionError('http_error', `origin answered HTTP ${String(status)}`, { details: { http_status: status } });
         }
-        const contentType = checkMediaType(response.headers, status);
+        const contentType = call.mediaTypes === 'any-as-text' ? anyAsText(response.headers) : checkMediaType(response.headers, status, call.mediaTypes);
         checkContentEncoding(response.headers, status);
-        checkContentLength(response.headers, maxResponseBytes, status);
+        // A body that may be cut is never refused on its declared length (only malformed is).
+        checkContentLength(response.headers, call.overflow === 'cut-at-line' ? Number.MAX_SAFE_INTEGER : call.maxResponseBytes, status);
         consumed = true;
-        const body = await readCappedBody(response.body, maxResponseBytes, status);
+        const body = await readCappedBody(response.body, call.maxResponseBytes, status, call.overflow);
         return { kind: 'body', status, contentType, body, bytes: body.bytes.byteLength };
       } finally {
         if (!consumed) discard(response.body);
@@ -180,8 +242,8 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
     }
   }
 
-  async function run(request: GuardedFetchRequest, signal: AbortSignal, state: HopState): Promise<FetchResult> {
-    const extract = request.extract;
+  async function run(request: GuardedFetchRequest, signal: AbortSignal, state: HopState, call: CallSettings): Promise<GuardedFetchResult> {
+    const extract = request.profile?.extract ?? request.extract;
     if (extract !== undefined && extract !== 'text' && extract !== 'markdown') {
       throw new FusionError('invalid_input', 'extract must be "text" or "markdown"', { details: { path: 'extract' } });
     }
@@ -192,7 +254,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
       Object.assign(state, { hop, host: target.host, address: undefined, status: undefined });
       let outcome: HopOutcome;
       try {
-        outcome = await requestHop(target, hop, redirects, signal, state);
+        outcome = await requestHop(target, hop, redirects, signal, state, call);
       } catch (err) {
         // A hop refused by policy keeps the status of the redirect that pointed there.
         if (isFusionError(err) && err.code === 'redirect_blocked' && err.details.http_status === undefined && redirectStatus !== undefined) {
@@ -201,14 +263,39 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
         throw err;
       }
       if (outcome.kind === 'redirect') {
+        if (request.profile?.redirects === 'return') {
+          // The caller follows it itself (a crawler applies robots.txt and its limits to the
+          // target first). Its Location was shaped like any hop's; the target is not vetted yet.
+          return {
+            url: first.canonical,
+            final_url: target.canonical,
+            status: outcome.status,
+            content_type: '',
+            format: 'text',
+            truncated: false,
+            content: '',
+            response_bytes: 0,
+            content_sha256: EMPTY_SHA256,
+            redirect: outcome.next.canonical,
+          };
+        }
         target = outcome.next;
         redirectStatus = outcome.status;
         redirects += 1;
         continue;
       }
       const { status, contentType, body, bytes } = outcome;
+      const links = request.profile?.links === true;
       const extracted = await pool.run(
-        { body: body.bytes, mediaType: contentType.mediaType, charset: contentType.charset, extract, baseUrl: target.canonical, maxOutputBytes },
+        {
+          body: body.bytes,
+          mediaType: call.mediaTypes === 'any-as-text' ? 'text/plain' : contentType.mediaType,
+          charset: contentType.charset,
+          extract,
+          baseUrl: target.canonical,
+          maxOutputBytes: call.maxOutputBytes,
+          ...(links ? { links: true } : {}),
+        },
         signal,
       );
       return {
@@ -221,15 +308,17 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
         content: extracted.content,
         response_bytes: bytes,
         content_sha256: body.sha256,
+        ...(links ? { links: extracted.links ?? [] } : {}),
+        ...(body.cut === undefined ? {} : { cut: body.cut }),
       };
     }
   }
 
   /** Maps whatever was thrown to one typed egress error. */
-  function typed(err: unknown, deadline: AbortSignal, caller: AbortSignal | undefined, state: HopState): FusionError {
+  function typed(err: unknown, deadline: AbortSignal, caller: AbortSignal | undefined, state: HopState, callDeadlineMs: number): FusionError {
     const statusDetail = state.status === undefined ? {} : { http_status: state.status };
     if (isFusionError(err) && err.code !== 'network_error' && err.code !== 'request_timeout') return err;
-    if (deadline.aborted) return deadline.reason instanceof FusionError ? deadline.reason : new FusionError('request_timeout', `fetch deadline of ${String(deadlineMs)} ms passed`);
+    if (deadline.aborted) return deadline.reason instanceof FusionError ? deadline.reason : new FusionError('request_timeout', `fetch deadline of ${String(callDeadlineMs)} ms passed`);
     if (caller?.aborted === true) {
       return new FusionError('network_error', 'fetch aborted by the caller', { cause: err, details: { aborted: true, ...statusDetail } });
     }
@@ -246,24 +335,38 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
     });
   }
 
-  const guarded = async (request: GuardedFetchRequest, signal?: AbortSignal): Promise<FetchResult> => {
+  const guarded = async (request: GuardedFetchRequest, signal?: AbortSignal): Promise<GuardedFetchResult> => {
     const started = performance.now();
+    const call = settingsFor(request.profile);
+    const profile = request.profile === undefined ? {} : { profile: request.profile.name };
     const deadline = new AbortController();
     const timer = setTimeout(() => {
-      deadline.abort(new FusionError('request_timeout', `fetch deadline of ${String(deadlineMs)} ms passed`, { details: { deadline_ms: deadlineMs } }));
-    }, deadlineMs);
+      deadline.abort(new FusionError('request_timeout', `fetch deadline of ${String(call.deadlineMs)} ms passed`, { details: { deadline_ms: call.deadlineMs } }));
+    }, call.deadlineMs);
     const combined = signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, signal]);
     const state: HopState = { hop: 0, host: undefined, address: undefined, status: undefined };
     try {
-      const result = await run(request, combined, state);
+      const result = await run(request, combined, state, call);
       log.info(
-        { hop: state.hop, host: state.host, address: state.address, httpStatus: result.status, responseBytes: result.response_bytes, truncated: result.truncated, durationMs: Math.round(performance.now() - started) },
+        {
+          ...profile,
+          hop: state.hop,
+          host: state.host,
+          address: state.address,
+          httpStatus: result.status,
+          responseBytes: result.response_bytes,
+          truncated: result.truncated,
+          ...(result.cut === true ? { cut: true } : {}),
+          ...(result.redirect === undefined ? {} : { redirect: result.redirect }),
+          durationMs: Math.round(performance.now() - started),
+        },
         'egress fetch done',
       );
       return result;
     } catch (err) {
-      const error = typed(err, deadline.signal, signal, state);
+      const error = typed(err, deadline.signal, signal, state, call.deadlineMs);
       const fields = {
+        ...profile,
         code: error.code,
         hop: state.hop,
         host: state.host,
@@ -280,6 +383,13 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
     }
   };
   return Object.assign(guarded, { close: () => pool.close() });
+}
+
+/** Profile `any-as-text`: whatever the label, the body is read as text (its charset still applies). */
+function anyAsText(headers: IncomingHttpHeaders): ContentType {
+  const raw = headers['content-type'];
+  const parsed = typeof raw === 'string' ? parseContentType(raw) : undefined;
+  return { mediaType: parsed?.mediaType ?? 'text/plain', charset: parsed?.charset };
 }
 
 function isFetchResult(value: unknown): value is FetchResult {

@@ -7,6 +7,7 @@
  * it holds <th> or <td> cells. Cell text is flattened to one line and `|` is escaped.
  */
 import TurndownService from 'turndown';
+import type { LightElement } from './markdown-dom.js';
 
 /** Minimal DOM surface turndown hands to rules (domino nodes; the DOM lib is not loaded). */
 interface DomNode {
@@ -19,6 +20,8 @@ interface DomNode {
 }
 
 const CELL_TAGS = new Set(['TH', 'TD']);
+/** Could one of turndown's Markdown escapes apply? (Anywhere: \ * ` [ ] _; at the start: - + = # ~ > or a digit.) */
+const NEEDS_ESCAPE = /[\\*`[\]_]|^[-+=#~>\d]/u;
 
 function dom(node: unknown): DomNode {
   return node as DomNode;
@@ -35,9 +38,17 @@ function cellCount(row: DomNode): number {
   return Array.from(row.childNodes).filter((child) => CELL_TAGS.has(child.nodeName)).length;
 }
 
+/**
+ * The first row of each table, found once: asking the table for its rows again on every row made
+ * a 20 000-row table quadratic. The tree does not change while turndown converts it.
+ */
+const firstRows = new WeakMap<DomNode, DomNode | undefined>();
+
 function isFirstRow(row: DomNode): boolean {
   const table = closest(row, 'TABLE');
-  return table?.getElementsByTagName?.('tr')[0] === row;
+  if (table === undefined) return false;
+  if (!firstRows.has(table)) firstRows.set(table, table.getElementsByTagName?.('tr')[0]);
+  return firstRows.get(table) === row;
 }
 
 function cell(content: string): string {
@@ -72,6 +83,10 @@ export function createMarkdownService(): TurndownService {
       return (node as unknown as { isBlock?: boolean }).isBlock === true ? '\n\n' : '';
     },
   });
+  // Most text needs no escaping; turndown runs 13 regular expressions over every text node
+  // regardless. Skip them when none can match (same output, checked by the differential test).
+  const escapeAll = service.escape.bind(service);
+  service.escape = (text: string): string => (NEEDS_ESCAPE.test(text) ? escapeAll(text) : text);
   service.remove(['script', 'style', 'noscript']);
   service.addRule('listItem', { filter: 'li', replacement: (content, node, options) => listItem(content, dom(node), options) });
   service.addRule('tableCell', { filter: ['th', 'td'], replacement: (content) => cell(content) });
@@ -92,8 +107,9 @@ export function createMarkdownService(): TurndownService {
 
 let shared: TurndownService | undefined;
 
-/** Converts an HTML fragment or document; the service is built once per thread. */
-export function htmlToMarkdown(html: string): string {
+/** Converts a tree from markdown-dom.ts (its root's children); the service is built once per thread. */
+export function treeToMarkdown(root: LightElement): string {
   shared ??= createMarkdownService();
-  return shared.turndown(html).trim();
+  // The light tree offers the part of the DOM turndown reads (see markdown-dom.ts).
+  return shared.turndown(root as unknown as TurndownService.Node).trim();
 }

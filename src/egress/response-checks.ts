@@ -50,13 +50,18 @@ function withStatus(status: number, extra: Record<string, unknown> = {}): Record
   return { http_status: status, ...extra };
 }
 
-/** The response's media type, or unsupported_content_type. */
-export function checkMediaType(headers: IncomingHttpHeaders, status: number): ContentType {
+function listTypes(types: ReadonlySet<string>): string {
+  const all = [...types];
+  return all.length <= 1 ? all.join('') : `${all.slice(0, -1).join(', ')} and ${all[all.length - 1] ?? ''}`;
+}
+
+/** The response's media type, or unsupported_content_type; `allowed` is the call's profile's list. */
+export function checkMediaType(headers: IncomingHttpHeaders, status: number, allowed: ReadonlySet<string> = ALLOWED_MEDIA_TYPES): ContentType {
   const raw = single(headers['content-type']);
   const parsed = typeof raw === 'string' ? parseContentType(raw) : undefined;
-  if (parsed === undefined || !ALLOWED_MEDIA_TYPES.has(parsed.mediaType)) {
+  if (parsed === undefined || !allowed.has(parsed.mediaType)) {
     const shown = raw === undefined ? 'no Content-Type' : raw === null ? 'conflicting Content-Type headers' : `Content-Type ${JSON.stringify(raw.slice(0, 100))}`;
-    throw new FusionError('unsupported_content_type', `unsupported content type: ${shown}; only text/html, application/xhtml+xml, text/plain and text/markdown are fetched`, {
+    throw new FusionError('unsupported_content_type', `unsupported content type: ${shown}; only ${listTypes(allowed)} are fetched`, {
       details: withStatus(status, { content_type: parsed?.mediaType ?? null }),
     });
   }
@@ -98,15 +103,33 @@ export interface CappedBody {
   /** The raw body in its own ArrayBuffer (transferable to the extraction worker). */
   bytes: Uint8Array;
   sha256: string;
+  /** Only with overflow `cut-at-line`: the body went past the cap and was cut. */
+  cut?: boolean;
 }
 
-/** Streams the body, hashing as it goes; stops and throws response_too_large past the cap. */
-export async function readCappedBody(body: AsyncIterable<unknown>, maxBytes: number, status: number): Promise<CappedBody> {
+/** The bytes up to and including the last line feed of `buffer` (none when it has no line feed). */
+function cutAtLine(buffer: Buffer): Buffer {
+  const lastFeed = buffer.lastIndexOf(0x0a);
+  return lastFeed < 0 ? buffer.subarray(0, 0) : buffer.subarray(0, lastFeed + 1);
+}
+
+/**
+ * Streams the body, hashing as it goes. Past the cap: `fail` throws response_too_large;
+ * `cut-at-line` stops reading and keeps what came before the last line feed within the cap.
+ */
+export async function readCappedBody(body: AsyncIterable<unknown>, maxBytes: number, status: number, overflow: 'fail' | 'cut-at-line' = 'fail'): Promise<CappedBody> {
   const hash = createHash('sha256');
   const chunks: Buffer[] = [];
   let size = 0;
+  let cut = false;
   for await (const chunk of body) {
     const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+    if (size + buffer.length > maxBytes && overflow === 'cut-at-line') {
+      // Leaving the loop destroys the stream: nothing more is read from the socket.
+      chunks.push(buffer.subarray(0, maxBytes - size));
+      cut = true;
+      break;
+    }
     size += buffer.length;
     if (size > maxBytes) {
       // Leaving the loop destroys the stream: nothing more is read from the socket.
@@ -116,6 +139,12 @@ export async function readCappedBody(body: AsyncIterable<unknown>, maxBytes: num
     }
     hash.update(buffer);
     chunks.push(buffer);
+  }
+  if (cut) {
+    const kept = cutAtLine(Buffer.concat(chunks));
+    const bytes = new Uint8Array(kept.length);
+    bytes.set(kept);
+    return { bytes, sha256: createHash('sha256').update(kept).digest('hex'), cut: true };
   }
   const bytes = new Uint8Array(size);
   let offset = 0;

@@ -157,6 +157,22 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 4,
+    name: 'research-run-details',
+    // What the research service records beyond the seed's columns: the User-Agent the crawl
+    // used, the crawl's robots.txt notes and skipped URLs, when it started and ended, and how
+    // many times it was claimed (a retried queue job re-claims a run left running).
+    sql: `
+      ALTER TABLE research_runs ADD COLUMN user_agent TEXT;
+      ALTER TABLE research_runs ADD COLUMN crawl_report TEXT CHECK (crawl_report IS NULL OR json_valid(crawl_report));
+      ALTER TABLE research_runs ADD COLUMN started_at TEXT;
+      ALTER TABLE research_runs ADD COLUMN finished_at TEXT;
+      ALTER TABLE research_runs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX research_runs_status ON research_runs(status);
+      CREATE INDEX research_documents_run ON research_documents(run_id);
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

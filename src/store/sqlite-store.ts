@@ -42,18 +42,32 @@ const PRAGMAS = ['PRAGMA synchronous = FULL', 'PRAGMA foreign_keys = ON', 'PRAGM
 
 const now = (): string => new Date().toISOString();
 
-/** Opens the file, sets the PRAGMAs and runs the migrations; the store is ready to use. */
-export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
-  const log = options.log.child({ component: 'store' });
-  const db = await SqliteDb.open(options.file, log);
+/**
+ * Opens a connection with WAL and the PRAGMAs above. Every connection to a store file (the task
+ * store's, the research store's) is made here, so they all share the same durability settings.
+ */
+export async function openConfiguredDb(file: string, log: Logger): Promise<SqliteDb> {
+  const db = await SqliteDb.open(file, log);
   try {
     const mode = await db.get<{ journal_mode: string }>('PRAGMA journal_mode = WAL');
     if (mode?.journal_mode.toLowerCase() !== 'wal') {
       throw new FusionError('store_error', `store could not enable WAL journaling (got ${mode?.journal_mode ?? 'nothing'})`, {
-        retryable: false, details: { file: options.file },
+        retryable: false, details: { file },
       });
     }
     for (const pragma of PRAGMAS) await db.exec(pragma);
+    return db;
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Opens the file, sets the PRAGMAs and runs the migrations; the store is ready to use. */
+export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
+  const log = options.log.child({ component: 'store' });
+  const db = await openConfiguredDb(options.file, log);
+  try {
     const store = new SqliteStoreImpl(db, log, options.file);
     await store.init();
     return store;

@@ -1,21 +1,20 @@
 /**
- * Crawl engine entry point. Replaced by the real implementation on the crawl branch; until then
- * it refuses loudly rather than pretending to crawl.
+ * Crawl engine entry point: what the research-run service constructs once per daemon with the
+ * daemon's one guarded fetch. Each crawl is a crawl-run.ts run; the document builder is
+ * research-document.ts.
  */
-import { FusionError } from '../../errors.js';
-import type { Crawler, CrawlerOptions, CrawlOutcome, ResearchDocumentText } from './port.js';
 import { RESEARCH_USER_AGENT } from '../../contracts/research-limits.js';
+import { checkUserAgent } from '../../egress/fetch-profile.js';
+import { runCrawl } from './crawl-run.js';
+import type { Crawler, CrawlerOptions } from './port.js';
+
+export { buildResearchDocument } from './research-document.js';
 
 export function createCrawler(options: CrawlerOptions): Crawler {
-  const userAgent = options.userAgent ?? RESEARCH_USER_AGENT;
+  const userAgent = checkUserAgent(options.userAgent ?? RESEARCH_USER_AGENT, 'userAgent');
+  const log = options.log.child({ component: 'research-crawl' });
   return {
     userAgent,
-    crawl(): Promise<CrawlOutcome> {
-      return Promise.reject(new FusionError('internal_error', 'the research crawler is not built into this version'));
-    },
+    crawl: (request, signal) => runCrawl(request, signal, { fetch: options.fetch, userAgent, log }),
   };
-}
-
-export function buildResearchDocument(_run: { id: string; query: string }, _outcome: CrawlOutcome): ResearchDocumentText {
-  throw new FusionError('internal_error', 'the research crawler is not built into this version');
 }

@@ -30,6 +30,10 @@ export interface CrawlSnapshot {
   /** Extracted text, beginning with UNTRUSTED_CAUTION. */
   content: string | null;
   fetchedAt: string;
+  /** Link distance from a source URL (sources are 0). */
+  depth?: number;
+  /** True when the extracted text was cut at the snapshot text cap. */
+  truncated?: boolean;
 }
 
 export interface CrawlSkip {
@@ -38,6 +42,7 @@ export interface CrawlSkip {
 }
 
 export interface RobotsNote {
+  /** The origin (`scheme://host[:port]`) whose robots.txt this is: robots.txt applies per origin. */
   host: string;
   /** `ok` (rules read), `missing` (4xx: everything allowed), `failed` (5xx/network: nothing allowed). */
   status: 'ok' | 'missing' | 'failed';
@@ -50,6 +55,10 @@ export interface CrawlOutcome {
   robots: RobotsNote[];
   /** The User-Agent every request of this crawl carried. */
   userAgent: string;
+  /** Skips beyond the listed ones (the list is bounded); absent or 0 when all are listed. */
+  skippedOmitted?: number;
+  /** Why the crawl stopped before its queue was empty (a limit), if it did. */
+  stoppedBy?: string;
 }
 
 export interface Crawler {

@@ -34,7 +34,7 @@ async function rejection(promise: Promise<unknown>): Promise<FusionError> {
 describe('migrations', () => {
   it('are numbered 1..n', () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3]);
-    expect(LATEST_SCHEMA_VERSION).toBe(3);
+    expect(LATEST_SCHEMA_VERSION).toBe(4);
   });
 
   it('create every table once and are idempotent across opens', async () => {
@@ -45,7 +45,7 @@ describe('migrations', () => {
     }
     await withDb(async (db) => {
       const versions = await db.all<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
-      expect(versions).toEqual([{ version: 1, name: 'tasks' }, { version: 2, name: 'research' }, { version: 3, name: 'task-tarballs' }]);
+      expect(versions).toEqual([{ version: 1, name: 'tasks' }, { version: 2, name: 'research' }, { version: 3, name: 'task-tarballs' }, { version: 4, name: 'research-run-details' }]);
       const tables = await db.all<{ name: string }>(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
       );
@@ -54,7 +54,7 @@ describe('migrations', () => {
         'schema_migrations', 'task_events', 'task_tarballs', 'tasks',
       ]);
       const indexes = await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
-      expect(indexes.map((i) => i.name)).toEqual(['task_events_task_seq', 'tasks_state']);
+      expect(indexes.map((i) => i.name)).toEqual(['research_documents_run', 'research_runs_status', 'task_events_task_seq', 'tasks_state']);
       expect(await migrate(db, silentLogger())).toEqual({ from: 3, to: 3, applied: [] });
     });
   });

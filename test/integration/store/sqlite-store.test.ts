@@ -47,7 +47,7 @@ describe('opening', () => {
 
   it('runs WAL, synchronous FULL, foreign keys and a 5 s busy timeout', async () => {
     expect(await store.pragmas()).toEqual({
-      journalMode: 'wal', synchronous: 2, foreignKeys: true, busyTimeoutMs: 5000, schemaVersion: 3,
+      journalMode: 'wal', synchronous: 2, foreignKeys: true, busyTimeoutMs: 5000, schemaVersion: 4,
     });
   });
 });

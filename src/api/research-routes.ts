@@ -1,0 +1,127 @@
+/**
+ * /api/v1/research: the research-run routes (on the Unix socket and on the opt-in TCP listener).
+ *
+ *   POST /api/v1/research                 {query, sourceUrls, limits?} + Idempotency-Key
+ *        → 202 {run, deduplicated:false, dispatch} | 200 {run, deduplicated:true, dispatch:{dispatched:false}}
+ *   GET  /api/v1/research/:id             → {run}
+ *   POST /api/v1/research/:id/cancel      + Idempotency-Key → {run}
+ *   GET  /api/v1/research/:id/document    → {document} (404 until the run succeeded)
+ *   GET  /api/v1/research/:id/snapshots   → {snapshots}
+ *
+ * Every route needs `Authorization: Bearer <workspace key>`; the workspace is the key's, never
+ * the body's. Authentication comes first, so an anonymous caller learns nothing about ids.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { FusionError } from '../errors.js';
+import {
+  normalisePayload, ResearchCreateBodySchema, type ResearchDocumentView, type ResearchRunView, type ResearchSnapshotView,
+} from '../contracts/research.js';
+import { authenticate } from '../research/api-keys.js';
+import type { ResearchService } from '../research/research-service.js';
+import type { ApiKeyStore, ResearchDocumentRecord, ResearchRunRecord, ResearchSnapshotRecord } from '../store/research-port.js';
+import { parseWith, readJsonBody, sendJson } from './http-util.js';
+
+export interface ResearchApiContext {
+  service: ResearchService;
+  keys: ApiKeyStore;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+export function runView(run: ResearchRunRecord): ResearchRunView {
+  return {
+    id: run.id,
+    workspaceId: run.workspaceId,
+    status: run.status,
+    query: run.query,
+    sourceUrls: run.sourceUrls,
+    limits: run.limits,
+    error: run.error,
+    resultDocumentId: run.resultDocumentId,
+    userAgent: run.userAgent,
+    crawl: run.crawlReport,
+    cancelRequestedAt: run.cancelRequestedAt,
+    createdAt: run.createdAt,
+    updatedAt: run.updatedAt,
+    startedAt: run.startedAt,
+    finishedAt: run.finishedAt,
+  };
+}
+
+export function documentView(doc: ResearchDocumentRecord): ResearchDocumentView {
+  return {
+    id: doc.id,
+    runId: doc.runId,
+    workspaceId: doc.workspaceId,
+    name: doc.name,
+    mimeType: 'text/markdown',
+    tags: doc.tags,
+    sourceUri: doc.sourceUri,
+    indexingStatus: 'pending',
+    status: 'ready',
+    enabled: doc.enabled,
+    content: doc.content,
+    createdAt: doc.createdAt,
+  };
+}
+
+export function snapshotView(s: ResearchSnapshotRecord): ResearchSnapshotView {
+  return {
+    url: s.url, canonicalUrl: s.canonicalUrl, finalUrl: s.finalUrl, httpStatus: s.httpStatus, contentType: s.contentType,
+    bytes: s.bytes, sha256: s.sha256, fetchedAt: s.fetchedAt, content: s.content,
+  };
+}
+
+function idempotencyKey(req: IncomingMessage): string {
+  const raw = req.headers['idempotency-key'];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  if (value === undefined || value === '') {
+    throw new FusionError('invalid_input', 'Idempotency-Key header is required', { details: { field: 'Idempotency-Key' } });
+  }
+  if (!IDEMPOTENCY_KEY.test(value)) {
+    throw new FusionError('invalid_input', 'Idempotency-Key must be 1–255 visible ASCII characters', { details: { field: 'Idempotency-Key' } });
+  }
+  return value;
+}
+
+/** `parts` is the path split on '/', starting with 'api'. */
+export async function routeResearch(ctx: ResearchApiContext | undefined, req: IncomingMessage, res: ServerResponse, parts: readonly string[], pathname: string): Promise<void> {
+  if (parts[1] !== 'v1' || parts[2] !== 'research' || parts.length > 5 || ctx === undefined) throw new FusionError('not_found', `no route ${pathname}`);
+  const method = req.method ?? 'GET';
+  const allow = (m: string): void => {
+    if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${pathname}; use ${m}`);
+  };
+  const principal = await authenticate(ctx.keys, req.headers.authorization);
+  const { service } = ctx;
+  if (parts.length === 3) {
+    allow('POST');
+    const key = idempotencyKey(req);
+    const body = parseWith(ResearchCreateBodySchema, await readJsonBody(req), 'research create body');
+    const outcome = await service.create(principal, key, normalisePayload(body));
+    return sendJson(res, outcome.deduplicated ? 200 : 202, { run: runView(outcome.run), deduplicated: outcome.deduplicated, dispatch: outcome.dispatch });
+  }
+  let id: string;
+  try {
+    id = decodeURIComponent(parts[3]!);
+  } catch {
+    throw new FusionError('not_found', `no research run ${parts[3]!}`);
+  }
+  if (parts.length === 4) {
+    allow('GET');
+    return sendJson(res, 200, { run: runView(await service.get(principal, id)) });
+  }
+  switch (parts[4]) {
+    case 'cancel':
+      allow('POST');
+      idempotencyKey(req);
+      return sendJson(res, 200, { run: runView(await service.cancel(principal, id)) });
+    case 'document':
+      allow('GET');
+      return sendJson(res, 200, { document: documentView(await service.document(principal, id)) });
+    case 'snapshots':
+      allow('GET');
+      return sendJson(res, 200, { snapshots: (await service.snapshots(principal, id)).map(snapshotView) });
+    default:
+      throw new FusionError('not_found', `no route ${pathname}`);
+  }
+}

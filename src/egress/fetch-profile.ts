@@ -1,0 +1,114 @@
+/**
+ * Per-call profiles of the one guarded fetch. A profile changes what a call accepts and returns
+ * (User-Agent, media types, byte and output caps, extraction mode, links), never the address
+ * rules: DNS vetting, pinning, redirects and the deadline semantics are the guard's and stay the
+ * same for every caller. A call without a profile behaves exactly as the broker's fetch always
+ * has.
+ *
+ * Two profiles exist, both for research runs: `research` (the pages of a crawl) and
+ * `research-robots` (a host's robots.txt, same User-Agent).
+ */
+import { FusionError } from '../errors.js';
+import { RESEARCH_MEDIA_TYPES, ROBOTS_MAX_BYTES } from '../contracts/research-limits.js';
+import type { ExtractMode } from './constants.js';
+
+export interface FetchProfile {
+  /** Shown in the guard's log lines. */
+  name: string;
+  /** Replaces the guard's User-Agent for this call. */
+  userAgent?: string;
+  /** Replaces the Accept header for this call. */
+  accept?: string;
+  /**
+   * Media types accepted (others fail with `unsupported_content_type`); `any-as-text` accepts
+   * any or no Content-Type and reads the body as text/plain (robots.txt is often mislabelled).
+   */
+  mediaTypes?: ReadonlySet<string> | 'any-as-text';
+  /** Raw body cap for this call. */
+  maxResponseBytes?: number;
+  /**
+   * `fail` (default): a body over the cap is `response_too_large`. `cut-at-line`: keep the bytes
+   * up to the last line feed within the cap and report `cut: true` (robots.txt: read a prefix,
+   * never fail; a line feed never splits a UTF-8 sequence, so the prefix still decodes).
+   */
+  overflow?: 'fail' | 'cut-at-line';
+  /** Extracted output cap for this call (bytes, cut on a code point). */
+  maxOutputBytes?: number;
+  /** Forces the extraction mode for HTML, whatever the request asked. */
+  extract?: ExtractMode;
+  /** This call's deadline when shorter than the guard's own (a research run's remaining time). */
+  deadlineMs?: number;
+  /** Return the absolute http(s) links (<a href>) of an HTML page. */
+  links?: boolean;
+  /**
+   * `follow` (default): redirects are followed inside the call (each hop vetted). `return`: a
+   * redirect answer is returned as a result with `redirect` set and no body, for a caller that
+   * must judge the target itself (robots.txt, a crawl's limits) before requesting it.
+   */
+  redirects?: 'follow' | 'return';
+}
+
+/** Accept header of the research profile: the seed's page types, no Markdown. */
+export const RESEARCH_ACCEPT_HEADER = 'text/html, application/xhtml+xml;q=0.9, text/plain;q=0.8';
+
+/**
+ * Snapshot text cap of the research profile (UTF-8 bytes of extracted text). Larger than the
+ * broker's 32 KiB because a snapshot is the stored copy of a page, not a model tool result; a
+ * 2 MiB page rarely yields more text than this.
+ */
+export const RESEARCH_SNAPSHOT_MAX_BYTES = 512 * 1024;
+
+/** Links returned per HTML page at most (a crawl follows at most 20 pages anyway). */
+export const MAX_LINKS_PER_PAGE = 2000;
+
+export interface ResearchProfileOptions {
+  userAgent: string;
+  /** The run's maxBytesPerPage (or less, when the run's total byte budget is nearly spent). */
+  maxResponseBytes: number;
+  /** The run's remaining time. */
+  deadlineMs: number;
+}
+
+/** A remaining time (fractional ms from performance.now()) as the guard's whole, positive deadline. */
+function wholeMs(ms: number): number {
+  return Math.max(1, Math.ceil(ms));
+}
+
+export function researchPageProfile(options: ResearchProfileOptions): FetchProfile {
+  return {
+    name: 'research',
+    userAgent: options.userAgent,
+    accept: RESEARCH_ACCEPT_HEADER,
+    mediaTypes: RESEARCH_MEDIA_TYPES,
+    maxResponseBytes: options.maxResponseBytes,
+    overflow: 'fail',
+    maxOutputBytes: RESEARCH_SNAPSHOT_MAX_BYTES,
+    extract: 'text',
+    deadlineMs: wholeMs(options.deadlineMs),
+    links: true,
+    redirects: 'return',
+  };
+}
+
+export function researchRobotsProfile(options: { userAgent: string; deadlineMs: number }): FetchProfile {
+  return {
+    name: 'research-robots',
+    userAgent: options.userAgent,
+    accept: 'text/plain',
+    mediaTypes: 'any-as-text',
+    maxResponseBytes: ROBOTS_MAX_BYTES,
+    overflow: 'cut-at-line',
+    maxOutputBytes: ROBOTS_MAX_BYTES,
+    extract: 'text',
+    deadlineMs: wholeMs(options.deadlineMs),
+    links: false,
+  };
+}
+
+/** A User-Agent must be one non-empty line (it becomes a request header). */
+export function checkUserAgent(userAgent: string, path: string): string {
+  if (/[\r\n\0]/u.test(userAgent) || userAgent.trim() === '') {
+    throw new FusionError('invalid_config', 'userAgent must be a non-empty single line', { details: { path } });
+  }
+  return userAgent;
+}

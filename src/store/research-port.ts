@@ -1,0 +1,131 @@
+/**
+ * The research stores: runs (with their snapshots and document) and API keys. Two ports because
+ * they live apart in `--research-store memory` mode: runs may be in memory, keys are always in
+ * the SQLite file the `fusion keys` commands write.
+ *
+ * Every status change is a compare-and-set on the run's status in one transaction, so a cancel
+ * racing a completion ends in exactly one terminal state, and a run is claimed by one executor.
+ */
+import type { ResearchLimits } from '../contracts/research-limits.js';
+import type { ApiKeyKind, ResearchRunStatus } from '../contracts/research.js';
+import type { CrawlSkip as CrawlSkipNote, RobotsNote as CrawlRobotsNote } from '../research/crawl/port.js';
+
+export interface ResearchRunRecord {
+  id: string;
+  workspaceId: string;
+  idempotencyKey: string;
+  payloadSha256: string;
+  query: string;
+  sourceUrls: string[];
+  limits: ResearchLimits;
+  status: ResearchRunStatus;
+  error: string | null;
+  resultDocumentId: string | null;
+  cancelRequestedAt: string | null;
+  userAgent: string | null;
+  crawlReport: CrawlReport | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  /** How many times an executor claimed the run (more than 1 after a retried queue job). */
+  claims: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface NewResearchRun {
+  id: string;
+  workspaceId: string;
+  idempotencyKey: string;
+  payloadSha256: string;
+  query: string;
+  sourceUrls: string[];
+  limits: ResearchLimits;
+}
+
+export interface ResearchSnapshotRecord {
+  url: string;
+  canonicalUrl: string;
+  finalUrl: string | null;
+  httpStatus: number | null;
+  contentType: string | null;
+  bytes: number | null;
+  sha256: string | null;
+  content: string | null;
+  fetchedAt: string;
+}
+
+export interface ResearchDocumentRecord {
+  id: string;
+  runId: string;
+  workspaceId: string;
+  name: string;
+  mimeType: string;
+  tags: string[];
+  sourceUri: string;
+  indexingStatus: string;
+  status: string;
+  enabled: boolean;
+  content: string;
+  createdAt: string;
+}
+
+export interface RunCompletion {
+  snapshots: ResearchSnapshotRecord[];
+  document: Omit<ResearchDocumentRecord, 'createdAt'>;
+  crawlReport: CrawlReport;
+}
+
+/** What a finished crawl noted beside its snapshots. */
+export interface CrawlReport {
+  robots: CrawlRobotsNote[];
+  skipped: CrawlSkipNote[];
+  /** Skips beyond the listed ones (the crawler bounds its list). */
+  skippedOmitted?: number;
+  /** The limit that stopped the crawl before its queue was empty, if one did. */
+  stoppedBy?: string;
+}
+
+export interface ResearchRunStore {
+  /**
+   * Inserts the run in `queued`, or returns the run already holding (workspace, idempotency key):
+   * `created` is true for exactly one caller per key, however many race. With `claimAs` (a
+   * User-Agent) the new run is also claimed, queued → running, in the same transaction: direct
+   * dispatch executes it in the create request, so this saves one durable commit on that path.
+   */
+  createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }>;
+  getRun(id: string): Promise<ResearchRunRecord | null>;
+  /**
+   * queued → running when no cancel was requested; with `reclaim`, also running → running (a
+   * retried queue job whose first executor died). Records the User-Agent. Null when not claimable.
+   */
+  claimRun(id: string, userAgent: string, reclaim: boolean): Promise<ResearchRunRecord | null>;
+  /** running → succeeded with the snapshots and the document, in one transaction; null if no longer running. */
+  completeRun(id: string, completion: RunCompletion): Promise<ResearchRunRecord | null>;
+  /** `from` → failed with the message; null if the run was not in `from`. */
+  failRun(id: string, from: 'queued' | 'running', error: string, crawlReport?: RunCompletion['crawlReport']): Promise<ResearchRunRecord | null>;
+  /** queued|running → canceled (recording when); any other run is returned unchanged. Null if absent. */
+  cancelRun(id: string): Promise<{ run: ResearchRunRecord; changed: boolean } | null>;
+  /** queued|running → failed with `error`, for every such run (start-up recovery); returns their ids. */
+  failUnfinished(error: string): Promise<string[]>;
+  getDocument(runId: string): Promise<ResearchDocumentRecord | null>;
+  listSnapshots(runId: string): Promise<ResearchSnapshotRecord[]>;
+  close(): Promise<void>;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  workspaceId: string;
+  kind: ApiKeyKind;
+  /** Hex sha256 of the whole key; the key itself is never stored. */
+  keySha256: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface ApiKeyStore {
+  insertKey(key: Omit<ApiKeyRecord, 'createdAt' | 'revokedAt'>): Promise<ApiKeyRecord>;
+  getKey(id: string): Promise<ApiKeyRecord | null>;
+  listKeys(): Promise<ApiKeyRecord[]>;
+  /** Sets revoked_at once; returns the key (null if absent). */
+  revokeKey(id: string): Promise<ApiKeyRecord | null>;
+}
