@@ -5,12 +5,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { FusionError, toFusionError } from '../errors.js';
-import { createLogger } from '../log.js';
 import type { Workflow } from '../contracts/constants.js';
 import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
-import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
-import { serveMcp } from '../mcp/server.js';
+import { buildConfig, startDaemon } from '../main.js';
+import { runMcpCommand } from '../mcp/command.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, FETCH_USAGE } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
@@ -18,7 +17,7 @@ import { keysCommand, KEYS_USAGE } from './keys-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
-import { FusionClient } from './client.js';
+import { FusionClient } from '../client/index.js';
 import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
 
 const COMMON: Record<string, FlagSpec> = { socket: { value: true }, data: { value: true }, json: {}, help: {} };
@@ -72,7 +71,7 @@ Usage:
   fusion models check [--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
 
 Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
 anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
@@ -134,21 +133,18 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   const sandbox = flag(args, 'sandbox');
   if (sandbox && !(SANDBOX_CHOICES as readonly string[]).includes(sandbox)) throw usageError(`--sandbox must be one of ${SANDBOX_CHOICES.join(', ')}`);
   const json = has(args, 'json');
-  let client = new FusionClient(resolveSocket(args, env));
-  let embedded: Daemon | undefined;
-  if (!(await client.ping())) {
-    if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
-    // Zero set-up for a first run: an in-process daemon for this one task.
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
-    // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
-    delete options.models;
-    if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
-    client = new FusionClient(embedded.socketPath);
-    io.stderr(`(no daemon was running: started an embedded one on ${embedded.socketPath})\n`);
-  }
+  const socketPath = resolveSocket(args, env);
+  // Zero set-up for a first run: with --wait, an in-process daemon runs this one task.
+  const client = new FusionClient({ socketPath, env, ...(has(args, 'wait') ? { embedded: daemonConfigInput(args, env) } : {}) });
+  if (!has(args, 'wait') && !(await client.ping())) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
   try {
-    const receipt = (await client.call('POST', `/v1/tasks/${workflow}`, body)) as Record<string, unknown>;
+    if ((await client.connect()).embedded) {
+      // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
+      delete options.models;
+      if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
+      io.stderr(`(no daemon was running: started an embedded one on ${socketPath})\n`);
+    }
+    const receipt = await client.submit(workflow, body.arguments, body);
     if (!has(args, 'wait')) {
       io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : `${String(receipt.text)}\n`);
       return 0;
@@ -156,29 +152,15 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     const taskId = String(receipt.taskId);
     io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
     await followProgress(client, taskId, io);
-    const result = (await client.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
-    return printResult(result, io, json);
+    return printResult((await client.result(taskId)) as unknown as Record<string, unknown>, io, json);
   } finally {
-    await embedded?.close();
+    await client.close();
   }
 }
 
 /** `fusion mcp`: an MCP stdio server for local agents; starts an embedded daemon when none answers. */
 async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
-  let client = new FusionClient(resolveSocket(args, env));
-  let embedded: Daemon | undefined;
-  if (!(await client.ping())) {
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
-    // stdout carries the protocol: the embedded daemon logs to stderr only.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
-    client = new FusionClient(embedded.socketPath);
-  }
-  try {
-    await serveMcp({ client, repo: resolvePath(flag(args, 'repo') ?? process.cwd()), version: packageVersion(), input: process.stdin, output: process.stdout });
-  } finally {
-    await embedded?.close();
-  }
-  return 0;
+  return runMcpCommand(args, env);
 }
 
 export async function runCli(argv: readonly string[], env: Env, io: Io): Promise<number> {
