@@ -131,33 +131,33 @@ export class FusionClient {
     }
   }
 
-  health(): Promise<HealthReply> {
+  async health(): Promise<HealthReply> {
     return this.call('GET', '/v1/health') as Promise<HealthReply>;
   }
 
   // ----------------------------------------------------------------------------------------
   // Tasks
 
-  investigate(args: InvestigateToolInput | Record<string, unknown>, options: SubmitOptions): Promise<Receipt> {
+  async investigate(args: InvestigateToolInput | Record<string, unknown>, options: SubmitOptions): Promise<Receipt> {
     return this.submit('investigate', args, options);
   }
 
-  research(args: ResearchToolInput | Record<string, unknown>, options: SubmitOptions): Promise<Receipt> {
+  async research(args: ResearchToolInput | Record<string, unknown>, options: SubmitOptions): Promise<Receipt> {
     return this.submit('research', args, options);
   }
 
   /** Submits a task; resolves with the receipt once it passed durable preflight. */
-  submit(workflow: Workflow, args: unknown, options: SubmitOptions): Promise<Receipt> {
+  async submit(workflow: Workflow, args: unknown, options: SubmitOptions): Promise<Receipt> {
     if (typeof options?.repo !== 'string' || options.repo.trim() === '') throw new FusionError('invalid_input', 'repo must be an absolute directory path', { details: { field: 'repo' } });
     const body = { arguments: args, repo: resolvePath(options.repo), ...(options.options ? { options: options.options } : {}) };
     return this.call('POST', `/v1/tasks/${workflow}`, body) as Promise<Receipt>;
   }
 
-  status(taskId: string): Promise<TaskView> {
+  async status(taskId: string): Promise<TaskView> {
     return this.call('GET', `/v1/tasks/${taskPath(taskId)}`) as Promise<TaskView>;
   }
 
-  tasks(query: { state?: string; limit?: number } = {}): Promise<TaskView[]> {
+  async tasks(query: { state?: string; limit?: number } = {}): Promise<TaskView[]> {
     const q = new URLSearchParams();
     if (query.state !== undefined) q.set('state', query.state);
     if (query.limit !== undefined) q.set('limit', String(query.limit));
@@ -181,28 +181,28 @@ export class FusionClient {
   }
 
   /** bg_result: never blocks; `answer.present` says whether a verified answer exists. */
-  result(taskId: string, options: { delivery?: DeliveryMode } = {}): Promise<BgResult> {
+  async result(taskId: string, options: { delivery?: DeliveryMode } = {}): Promise<BgResult> {
     const delivery = options.delivery ?? 'auto';
     if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
     return this.call('GET', `/v1/tasks/${taskPath(taskId)}/result?delivery=${delivery}`) as Promise<BgResult>;
   }
 
-  cancel(taskId: string): Promise<TaskView> {
+  async cancel(taskId: string): Promise<TaskView> {
     return this.call('POST', `/v1/tasks/${taskPath(taskId)}/cancel`) as Promise<TaskView>;
   }
 
   /** The task's events (history first), ending after its terminal event. */
-  events(taskId: string, options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
+  async *events(taskId: string, options: EventsOptions = {}): AsyncGenerator<TaskEvent> {
     const q = new URLSearchParams();
     if (options.after !== undefined) q.set('after', String(options.after));
     if (options.follow === false) q.set('follow', 'false');
     const query = q.size > 0 ? `?${q.toString()}` : '';
-    return this.stream(`/v1/tasks/${taskPath(taskId)}/events${query}`, options.signal) as AsyncGenerator<TaskEvent>;
+    yield* this.stream(`/v1/tasks/${taskPath(taskId)}/events${query}`, options.signal) as AsyncGenerator<TaskEvent>;
   }
 
   /** New events of every task, from now on, until `signal` aborts. */
-  allEvents(options: { signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent> {
-    return this.stream('/v1/events', options.signal) as AsyncGenerator<TaskEvent>;
+  async *allEvents(options: { signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent> {
+    yield* this.stream('/v1/events', options.signal) as AsyncGenerator<TaskEvent>;
   }
 
   // ----------------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ export class FusionClient {
   }
 
   /** Creates a durable research run (or returns the one this idempotency key already made). */
-  createRun(body: ResearchCreateBody, options: ResearchCallOptions & { idempotencyKey: string }): Promise<ResearchCreateReply> {
+  async createRun(body: ResearchCreateBody, options: ResearchCallOptions & { idempotencyKey: string }): Promise<ResearchCreateReply> {
     return this.researchCall('POST', '/api/v1/research', options, { body, idempotencyKey: options.idempotencyKey }) as Promise<ResearchCreateReply>;
   }
 
