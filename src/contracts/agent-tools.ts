@@ -75,7 +75,7 @@ export const ResearchRunInputSchema = z
 
 export const WebReadInputSchema = z
   .object({
-    url: z.string().regex(/\S/u, 'must not be blank').describe('One public http(s) URL, fetched through the egress guard (no credentials in URLs).'),
+    url: createShape.sourceUrls.element.describe('One public http(s) URL, read through the egress guard with the research profile (no credentials in URLs).'),
   })
   .strict();
 

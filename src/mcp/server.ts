@@ -154,7 +154,7 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       }
       case 'web_read': {
         const page = await web.read(args<{ url: string }>(name, raw).url, signal);
-        return textResult(page.markdown, page);
+        return textResult(page.markdown, page, !page.read);
       }
       case 'web_crawl': {
         const crawl = await web.crawl(args<z.infer<(typeof TOOL_CONTRACTS)['web_crawl']>>(name, raw), signal);

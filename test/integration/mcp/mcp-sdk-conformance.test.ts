@@ -134,6 +134,14 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       expect(text(result)).toMatch(/^Answer: \d+ bytes, sha256:[0-9a-f]{64} \(verified\)\./);
       expect(text(result)).toContain(`stub answer for ${taskId}`);
 
+      // fusion_research: the stub workflow never fetches, so a declared public source is enough.
+      const research = await s.client.callTool({ name: 'fusion_research', arguments: { ...INVESTIGATE_ARGS, sources: [{ url: 'https://example.com/spec', purpose: 'the spec' }] } });
+      expect(research.isError).toBe(false);
+      const researchId = (research.structuredContent as { taskId: string; workflow: string }).taskId;
+      expect(research.structuredContent).toMatchObject({ workflow: 'research' });
+      expect(text(research)).toContain(`Started fusion research in the background (${researchId}).`);
+      expect(await until('the research terminal notification', () => s.notes.find((n) => n.taskId === researchId))).toMatchObject({ status: 'completed' });
+
       // Cancelling a finished task changes nothing, and says so.
       const late = await s.client.callTool({ name: 'bg_cancel', arguments: { taskId } });
       expect(late.isError).toBe(false);
@@ -199,7 +207,7 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       expect(text(refused)).toMatch(/^blocked_address: /);
 
       const scheme = await s.client.callTool({ name: 'web_read', arguments: { url: 'ftp://docs.test/x' } });
-      expect(text(scheme)).toBe('unsupported_scheme: fetch URL scheme "ftp" is not supported; only http and https are');
+      expect(text(scheme)).toBe('invalid_input: web_read arguments is invalid: url: must be an absolute http:// or https:// URL');
 
       await expect(s.client.callTool({ name: 'no_such_tool', arguments: {} })).rejects.toThrow(/unknown tool no_such_tool/);
     } finally {
@@ -215,7 +223,18 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       expect(text(page).startsWith(`${UNTRUSTED_CAUTION}\n\n`)).toBe(true);
       expect(text(page)).toContain('The refill rate is 5 tokens per second.');
       expect(text(page)).not.toContain('SCRIPT-TEXT');
-      expect(page.structuredContent).toMatchObject({ status: 200, finalUrl: `http://${HOST}:${site.origin.port}/` });
+      // The research profile: its User-Agent, robots.txt asked first, page text fenced.
+      expect(text(page)).toContain('FluxusResearchBot');
+      expect(text(page)).toMatch(/```text\n[^`]*The refill rate is 5 tokens per second\.[^`]*\n```/);
+      expect(page.structuredContent).toMatchObject({ read: true, httpStatus: 200, canonicalUrl: `http://${HOST}:${site.origin.port}/`, robots: [{ status: 'missing' }] });
+      expect(site.requests).toContain('/robots.txt');
+
+      site.pages.set('/robots.txt', { type: 'text/plain', body: 'User-agent: *\nDisallow: /private\n' });
+      const kept = await s.client.callTool({ name: 'web_read', arguments: { url: `http://${HOST}:${site.origin.port}/private` } });
+      expect(kept.isError).toBe(true);
+      expect(text(kept)).toMatch(/^Nothing was read from /);
+      expect(site.requests).not.toContain('/private');
+      site.pages.delete('/robots.txt');
 
       const crawl = await s.client.callTool({ name: 'web_crawl', arguments: { query: 'refill rate', sourceUrls: [`http://${HOST}:${site.origin.port}/`], limits: { maxDepth: 1, maxPages: 5 } } });
       expect(crawl.isError).toBe(false);
