@@ -191,7 +191,7 @@ async function sandboxStart(log) {
 
 async function fullRuns(log) {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
-  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { FusionClient } = await import('../dist/src/client/index.js');
   const home = mkdtempSync(join(tmpdir(), 'fusion-bench-run-'));
   const runRoot = join(tmpdir(), `fsn-bench-${randomBytes(4).toString('hex')}`);
   const daemon = await startDaemon(buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', sandbox: 'bwrap' }), { log, workflow: { runRoot } });

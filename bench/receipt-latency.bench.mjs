@@ -58,7 +58,7 @@ async function openFloorDb(file) {
 export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
   const { silentLogger } = await import('../dist/src/log.js');
-  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { FusionClient } = await import('../dist/src/client/index.js');
   const { mkdirDurable, writeFileDurable } = await import('../dist/src/tasks/durable-fs.js');
 
   const home = mkdtempSync(join(process.env.BENCH_HOME_DIR ?? tmpdir(), 'fusion-bench-receipt-'));

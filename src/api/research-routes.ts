@@ -16,6 +16,7 @@ import { FusionError } from '../errors.js';
 import {
   normalisePayload, ResearchCreateBodySchema, type ResearchDocumentView, type ResearchRunView, type ResearchSnapshotView,
 } from '../contracts/research.js';
+import { IDEMPOTENCY_KEY_PATTERN } from '../contracts/agent-tools.js';
 import { authenticate } from '../research/api-keys.js';
 import type { ResearchService } from '../research/research-service.js';
 import type { ApiKeyStore, ResearchDocumentRecord, ResearchRunRecord, ResearchSnapshotRecord } from '../store/research-port.js';
@@ -25,8 +26,6 @@ export interface ResearchApiContext {
   service: ResearchService;
   keys: ApiKeyStore;
 }
-
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 export function runView(run: ResearchRunRecord): ResearchRunView {
   return {
@@ -78,7 +77,7 @@ function idempotencyKey(req: IncomingMessage): string {
   if (value === undefined || value === '') {
     throw new FusionError('invalid_input', 'Idempotency-Key header is required', { details: { field: 'Idempotency-Key' } });
   }
-  if (!IDEMPOTENCY_KEY.test(value)) {
+  if (!IDEMPOTENCY_KEY_PATTERN.test(value)) {
     throw new FusionError('invalid_input', 'Idempotency-Key must be 1–255 visible ASCII characters', { details: { field: 'Idempotency-Key' } });
   }
   return value;

@@ -8,7 +8,7 @@ import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
-import type { FusionClient } from './client.js';
+import type { FusionClient } from '../client/index.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from './args.js';
 import { sourcesFrom } from './sources.js';
 
@@ -108,11 +108,11 @@ export function printResult(result: Record<string, unknown>, io: Io, json: boole
 
 /** Streams a task's events to stderr as progress lines until its terminal notification. */
 export async function followProgress(client: FusionClient, taskId: string, io: Io): Promise<void> {
-  await client.stream(`/v1/tasks/${encodeURIComponent(taskId)}/events`, (event) => {
-    const data = event.data as Record<string, unknown>;
+  for await (const event of client.events(taskId)) {
+    const data = event.data;
     const at = String(event.at).slice(11, 19);
     if (event.kind === 'transition') io.stderr(`[${at}] ${taskId}: ${String(data.from ?? 'new')} → ${String(data.to)}\n`);
     else if (event.kind === 'progress' && data.stage) io.stderr(`[${at}]   ${String(data.stage)} attempt ${String(data.attempt)} ${String(data.event)}\n`);
     else if (event.kind === 'terminal') io.stderr(`[${at}] ${String(data.summary)}\n`);
-  });
+  }
 }

@@ -80,3 +80,8 @@ function researchConfigInput(args: ParsedArgs, env: Env): Partial<DaemonConfigIn
     ...(stalledMs !== undefined ? { researchStalledMs: stalledMs } : {}),
   };
 }
+
+/** The process environment, for library callers that pass none (only cli/ and main.ts read it). */
+export function processEnv(): Env {
+  return process.env;
+}

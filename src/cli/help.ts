@@ -41,7 +41,7 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (tools fusion_investigate, fusion_research, bg_result)
+${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR]      the task's sealed tarball, from the database
   fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--json]
@@ -92,7 +92,7 @@ The arguments, sources included, are validated before any daemon is contacted (e
   models: MODELS_HELP,
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
-  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR]\n\nA Model Context Protocol server on stdio (tools fusion_investigate, fusion_research, bg_result); uses the running daemon or starts an embedded one.\n',
+  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run (key from FUSION_RESEARCH_API_KEY), web_read and web_crawl (through the egress guard, with these seams).\nUses the running daemon or starts an embedded one.\n',
   keys: `Usage:
 ${KEYS_USAGE}  fusion keys signing-init|signing-public [--data DIR]
 

@@ -5,12 +5,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { FusionError, toFusionError } from '../errors.js';
-import { createLogger } from '../log.js';
 import type { Workflow } from '../contracts/constants.js';
 import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
-import { buildConfig, packageVersion, startDaemon, type Daemon } from '../main.js';
-import { serveMcp } from '../mcp/server.js';
+import { buildConfig, startDaemon } from '../main.js';
+import { runMcpCommand } from '../mcp/command.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
@@ -20,7 +19,7 @@ import { keysCommand } from './keys-command.js';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
 import { daemonConfigInput, resolveSocket, type Env } from './config.js';
-import { FusionClient } from './client.js';
+import { FusionClient } from '../client/index.js';
 import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
@@ -120,21 +119,18 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     ...(Object.keys(options).length > 0 ? { options } : {}),
   };
   const json = has(args, 'json');
-  let client = new FusionClient(resolveSocket(args, env));
-  let embedded: Daemon | undefined;
-  if (!(await client.ping())) {
-    if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
-    // Zero set-up for a first run: an in-process daemon for this one task.
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
-    // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
-    delete options.models;
-    if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
-    client = new FusionClient(embedded.socketPath);
-    io.stderr(`(no daemon was running: started an embedded one on ${embedded.socketPath})\n`);
-  }
+  const socketPath = resolveSocket(args, env);
+  // Zero set-up for a first run: with --wait, an in-process daemon runs this one task.
+  const client = new FusionClient({ socketPath, env, ...(has(args, 'wait') ? { embedded: daemonConfigInput(args, env) } : {}) });
+  if (!has(args, 'wait') && !(await client.ping())) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
   try {
-    const receipt = (await client.call('POST', `/v1/tasks/${workflow}`, body)) as Record<string, unknown>;
+    if ((await client.connect()).embedded) {
+      // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
+      delete options.models;
+      if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
+      io.stderr(`(no daemon was running: started an embedded one on ${socketPath})\n`);
+    }
+    const receipt = await client.submit(workflow, body.arguments, body);
     if (!has(args, 'wait')) {
       io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : `${String(receipt.text)}\n`);
       return 0;
@@ -142,10 +138,9 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     const taskId = String(receipt.taskId);
     io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
     await followProgress(client, taskId, io);
-    const result = (await client.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
-    return printResult(result, io, json);
+    return printResult((await client.result(taskId)) as unknown as Record<string, unknown>, io, json);
   } finally {
-    await embedded?.close();
+    await client.close();
   }
 }
 
@@ -161,20 +156,7 @@ function isDirectory(path: string): boolean {
 async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
   const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
   if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
-  let client = new FusionClient(resolveSocket(args, env));
-  let embedded: Daemon | undefined;
-  if (!(await client.ping())) {
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
-    // stdout carries the protocol: the embedded daemon logs to stderr only.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
-    client = new FusionClient(embedded.socketPath);
-  }
-  try {
-    await serveMcp({ client, repo, version: packageVersion(), input: process.stdin, output: process.stdout });
-  } finally {
-    await embedded?.close();
-  }
-  return 0;
+  return runMcpCommand(args, env);
 }
 
 export async function runCli(argv: readonly string[], env: Env, io: Io): Promise<number> {

@@ -1,16 +1,34 @@
 /**
  * A Model Context Protocol server over stdio (JSON-RPC 2.0, one message per line) for local
- * coding agents. It forwards to the daemon's socket API and turns each submitted task's
- * terminal event into a `notifications/message`, so the agent waits for a notification instead
- * of polling (SPEC §F2).
+ * coding agents. Task tools go to the daemon through FusionClient; research_run goes to the
+ * research-run API with the session's workspace key; web_read/web_crawl run the egress guard in
+ * this process (web-tools.ts).
+ *
+ * Each task this session submits gets its terminal event sent as a `notifications/message`, and
+ * each research run it creates gets one when the run ends, so the agent waits for a notification
+ * instead of polling.
+ *
+ * Hand-written rather than built on the SDK's server: the protocol surface used here (initialize,
+ * ping, tools/list, tools/call, logging notifications) is small, it keeps the SDK a
+ * test-only dependency, and the official SDK client drives this server in the conformance test.
  */
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
-import { toFusionError } from '../errors.js';
-import type { FusionClient } from '../cli/client.js';
-import { MCP_TOOLS } from './tool-schemas.js';
+import type { z } from 'zod';
+import { FusionError, toFusionError } from '../errors.js';
+import type { FusionClient } from '../client/index.js';
+import type { BgResult, ResearchRunView, TaskView } from '../client/types.js';
+import { parseWith } from '../api/http-util.js';
+import { RESEARCH_RUN_STATUSES } from '../contracts/research.js';
+import { MCP_TOOLS, TOOL_CONTRACTS, isToolName, type ToolName } from './tool-schemas.js';
+import type { WebTools } from './web-tools.js';
 
-export const MCP_PROTOCOL_VERSION = '2025-06-18';
+/** Newest first; an initialize asking for another version gets the newest. */
+export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const;
+export const MCP_PROTOCOL_VERSION = MCP_PROTOCOL_VERSIONS[0];
+
+/** How often a created research run is looked at until it ends (the API has no event stream). */
+const RUN_POLL_MS = 250;
 
 interface RpcRequest {
   jsonrpc: '2.0';
@@ -19,92 +37,168 @@ interface RpcRequest {
   params?: Record<string, unknown>;
 }
 
-interface BgResultReply {
-  status: string;
-  answer: { present: boolean; header?: string; text?: string; path?: string };
-  error?: { code: string; message: string } | null;
-}
-
 export interface McpServerOptions {
   client: FusionClient;
   repo: string;
   version: string;
   input: Readable;
   output: Writable;
+  /** Workspace API key for research_run (FUSION_RESEARCH_API_KEY); absent → research_run is refused. */
+  researchApiKey?: string;
+  web: WebTools;
 }
 
+type ToolResult = Record<string, unknown>;
+
+function textResult(text: string, structured: unknown, isError = false): ToolResult {
+  return { content: [{ type: 'text', text }], structuredContent: structured, isError };
+}
+
+function taskLine(task: TaskView): string {
+  const err = task.error ? ` — ${task.error.code} (while ${task.error.state}): ${task.error.message}` : '';
+  return `Task ${task.taskId} (${task.workflow}) is ${task.state} (${task.status})${err}.`;
+}
+
+function runLine(run: ResearchRunView): string {
+  const err = run.error ? ` — ${run.error}` : '';
+  const doc = run.resultDocumentId ? ` Document ${run.resultDocumentId}.` : '';
+  return `Research run ${run.id} is ${run.status}${err}.${doc}`;
+}
+
+const TERMINAL_RUN: ReadonlySet<string> = new Set(RESEARCH_RUN_STATUSES.filter((s) => s !== 'queued' && s !== 'running'));
+
 export async function serveMcp(options: McpServerOptions): Promise<void> {
-  const { client, repo, output } = options;
+  const { client, repo, output, web } = options;
   const send = (message: Record<string, unknown>): void => void output.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+  const announce = (data: unknown): void => send({ method: 'notifications/message', params: { level: 'info', logger: 'fusion', data } });
+  const session = new AbortController();
+  const inflight = new Map<string | number, AbortController>();
+
+  // One event stream for the whole session; only tasks this session submitted are announced.
   const submitted = new Set<string>();
   // A fast task can finish before its receipt reply is processed: keep recent terminals briefly.
   const recentTerminals = new Map<string, unknown>();
-  const announce = (data: unknown): void => send({ method: 'notifications/message', params: { level: 'info', logger: 'fusion', data } });
-  const watcher = new AbortController();
-
-  // One event stream for the whole session; only tasks this session submitted are announced.
-  const watch = client
-    .stream(
-      '/v1/events',
-      (event) => {
-        if (event.kind !== 'terminal') return;
-        const taskId = String(event.taskId);
-        if (submitted.has(taskId)) return announce(event.data);
-        recentTerminals.set(taskId, event.data);
-        if (recentTerminals.size > 256) recentTerminals.delete(recentTerminals.keys().next().value as string);
-      },
-      watcher.signal,
-    )
-    .catch(() => undefined);
-
-  const callTool = async (name: string, args: unknown): Promise<Record<string, unknown>> => {
-    if (name === 'fusion_investigate' || name === 'fusion_research') {
-      const workflow = name === 'fusion_investigate' ? 'investigate' : 'research';
-      const receipt = (await client.call('POST', `/v1/tasks/${workflow}`, { arguments: args, repo })) as { taskId: string; text: string };
-      submitted.add(receipt.taskId);
-      const early = recentTerminals.get(receipt.taskId);
-      if (early !== undefined) setImmediate(() => announce(early));
-      return { content: [{ type: 'text', text: receipt.text }], structuredContent: receipt };
+  const watch = (async () => {
+    for await (const event of client.allEvents({ signal: session.signal })) {
+      if (event.kind !== 'terminal') continue;
+      if (submitted.has(event.taskId)) {
+        announce(event.data);
+        continue;
+      }
+      recentTerminals.set(event.taskId, event.data);
+      if (recentTerminals.size > 256) recentTerminals.delete(recentTerminals.keys().next().value as string);
     }
-    if (name === 'bg_result') {
-      const a = (args ?? {}) as { taskId?: unknown; delivery?: unknown };
-      const id = typeof a.taskId === 'string' ? a.taskId.trim() : '';
-      const delivery = typeof a.delivery === 'string' ? a.delivery : 'auto';
-      const result = (await client.call('GET', `/v1/tasks/${encodeURIComponent(id)}/result?delivery=${encodeURIComponent(delivery)}`)) as BgResultReply;
-      const answer = result.answer;
-      const text = answer.present
-        ? `${answer.header}\n\n${answer.text ?? `The answer is stored at ${answer.path} (delivery: artifact).`}`
-        : result.status === 'running'
-          ? `Task ${id} is still running. Wait for the terminal notification. Do not poll.`
-          : `Task ${id} ${result.status}: no answer was committed.${result.error ? ` ${result.error.code}: ${result.error.message}` : ''}`;
-      return { content: [{ type: 'text', text }], structuredContent: result, isError: !answer.present && result.status !== 'running' };
+  })().catch(() => undefined);
+
+  const runWatches: Array<Promise<void>> = [];
+  const watchRun = (run: ResearchRunView): void => {
+    const follow = async (): Promise<void> => {
+      let current = run;
+      while (!TERMINAL_RUN.has(current.status)) {
+        await new Promise((resolve) => setTimeout(resolve, RUN_POLL_MS));
+        if (session.signal.aborted) return;
+        current = await client.getRun(run.id, { apiKey: options.researchApiKey! });
+      }
+      announce({ runId: current.id, status: current.status, error: current.error, resultDocumentId: current.resultDocumentId, summary: runLine(current) });
+    };
+    // Sent after the tool's reply, even when the run had already ended (direct dispatch).
+    runWatches.push(new Promise<void>((resolve) => setImmediate(() => void follow().catch(() => undefined).finally(resolve))));
+  };
+
+  const args = <T>(name: ToolName, raw: unknown): T => parseWith(TOOL_CONTRACTS[name] as unknown as z.ZodType<T>, raw ?? {}, `${name} arguments`);
+
+  const callTool = async (name: ToolName, raw: unknown, signal: AbortSignal): Promise<ToolResult> => {
+    switch (name) {
+      case 'fusion_investigate':
+      case 'fusion_research': {
+        // The daemon validates the arguments (the contract's exact messages).
+        const receipt = await client.submit(name === 'fusion_investigate' ? 'investigate' : 'research', raw, { repo });
+        submitted.add(receipt.taskId);
+        const early = recentTerminals.get(receipt.taskId);
+        if (early !== undefined) setImmediate(() => announce(early));
+        return textResult(receipt.text, receipt);
+      }
+      case 'bg_result': {
+        const a = args<{ taskId: string; delivery?: 'auto' | 'inline' | 'artifact' }>(name, raw);
+        const id = a.taskId.trim();
+        const result: BgResult = await client.result(id, { delivery: a.delivery ?? 'auto' });
+        const answer = result.answer;
+        const text = answer.present
+          ? `${answer.header}\n\n${answer.text ?? `The answer is stored at ${answer.path} (delivery: artifact).`}`
+          : result.status === 'running'
+            ? `Task ${id} is still running. Wait for the terminal notification. Do not poll.`
+            : `Task ${id} ${result.status}: no answer was committed.${result.error ? ` ${result.error.code}: ${result.error.message}` : ''}`;
+        return textResult(text, result, !answer.present && result.status !== 'running');
+      }
+      case 'bg_status': {
+        const task = await client.status(args<{ taskId: string }>(name, raw).taskId.trim());
+        return textResult(taskLine(task), task);
+      }
+      case 'bg_cancel': {
+        const id = args<{ taskId: string }>(name, raw).taskId.trim();
+        const task = await client.cancel(id);
+        // Cancelling an ended task changes nothing; the reply says so rather than failing.
+        const line = task.status === 'cancelled' ? `Cancelled task ${id}.` : task.status === 'running' ? taskLine(task) : `Task ${id} had already ended (${task.status}); nothing was cancelled.`;
+        return textResult(line, task);
+      }
+      case 'research_run': {
+        const a = args<z.infer<(typeof TOOL_CONTRACTS)['research_run']>>(name, raw);
+        if (!options.researchApiKey) {
+          throw new FusionError('unauthorized', 'research_run needs a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set (create one with fusion keys create --workspace ID --kind workspace)');
+        }
+        const body = { query: a.query, sourceUrls: a.sourceUrls, ...(a.limits ? { limits: a.limits } : {}) };
+        const created = await client.createRun(body, { idempotencyKey: a.idempotencyKey, apiKey: options.researchApiKey });
+        watchRun(created.run);
+        const lead = created.deduplicated ? 'This idempotency key already made run' : 'Created research run';
+        return textResult(`${lead} ${created.run.id} (${created.run.status}). A notification follows when it ends.`, created);
+      }
+      case 'web_read': {
+        const page = await web.read(args<{ url: string }>(name, raw).url, signal);
+        return textResult(page.markdown, page, !page.read);
+      }
+      case 'web_crawl': {
+        const crawl = await web.crawl(args<z.infer<(typeof TOOL_CONTRACTS)['web_crawl']>>(name, raw), signal);
+        return textResult(crawl.markdown, crawl);
+      }
     }
-    throw Object.assign(new Error(`unknown tool ${name}`), { rpcCode: -32602 });
   };
 
   const handle = async (req: RpcRequest): Promise<void> => {
     const reply = (result: unknown): void => send({ id: req.id ?? null, result });
     const fail = (code: number, message: string): void => send({ id: req.id ?? null, error: { code, message } });
     switch (req.method) {
-      case 'initialize':
-        return reply({ protocolVersion: MCP_PROTOCOL_VERSION, capabilities: { tools: { listChanged: false }, logging: {} }, serverInfo: { name: 'fusion', version: options.version } });
+      case 'initialize': {
+        const asked = req.params?.protocolVersion;
+        const version = (MCP_PROTOCOL_VERSIONS as readonly unknown[]).includes(asked) ? (asked as string) : MCP_PROTOCOL_VERSION;
+        return reply({ protocolVersion: version, capabilities: { tools: { listChanged: false }, logging: {} }, serverInfo: { name: 'fusion', version: options.version } });
+      }
       case 'ping':
+      case 'logging/setLevel':
         return reply({});
       case 'tools/list':
         return reply({ tools: MCP_TOOLS });
       case 'tools/call': {
         const name = String(req.params?.name ?? '');
+        if (!isToolName(name)) return fail(-32602, `unknown tool ${name}`);
+        const abort = new AbortController();
+        if (req.id !== undefined && req.id !== null) inflight.set(req.id, abort);
         try {
-          return reply(await callTool(name, req.params?.arguments));
+          return reply(await callTool(name, req.params?.arguments, abort.signal));
         } catch (err) {
-          if ((err as { rpcCode?: number }).rpcCode) return fail(-32602, (err as Error).message);
           // Tool failures are results the agent can read, with the error code and exact message.
           const fe = toFusionError(err);
           return reply({ content: [{ type: 'text', text: `${fe.code}: ${fe.message}` }], isError: true, structuredContent: fe.toEnvelope() });
+        } finally {
+          if (req.id !== undefined && req.id !== null) inflight.delete(req.id);
         }
       }
+      case 'notifications/cancelled': {
+        const id = req.params?.requestId;
+        if (typeof id === 'string' || typeof id === 'number') inflight.get(id)?.abort();
+        return;
+      }
       default:
-        if (req.id === undefined) return; // notifications (initialized, cancelled…) need no reply
+        if (req.id === undefined) return; // other notifications (initialized…) need no reply
         return fail(-32601, `method ${req.method} is not supported`);
     }
   };
@@ -120,9 +214,15 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       send({ id: null, error: { code: -32700, message: 'parse error: each line must be one JSON-RPC message' } });
       continue;
     }
+    if (typeof req !== 'object' || req === null || typeof req.method !== 'string') {
+      if (typeof req === 'object' && req !== null && 'id' in req && !('result' in req || 'error' in req)) send({ id: (req as { id?: unknown }).id ?? null, error: { code: -32600, message: 'invalid request: method must be a string' } });
+      continue;
+    }
     pending.push(handle(req));
   }
   await Promise.allSettled(pending);
-  watcher.abort();
+  session.abort();
+  for (const abort of inflight.values()) abort.abort();
+  await Promise.allSettled(runWatches);
   await watch;
 }

@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { startFakeOpenAI, openaiCompletion, type FakeOpenAI } from '../../integration/models/fake-openai.js';
 import { startFakeAnthropic, anthropicMessage, type FakeAnthropic } from '../../integration/models/fake-anthropic.js';
 import type { RecordedRequest } from '../../integration/models/fake-server.js';
@@ -93,7 +93,7 @@ async function runFull(specs: { candidates: string[]; evaluator: string; merger:
   try {
     const receipt = (await client.call('POST', '/v1/tasks/investigate', { arguments: ARGS, repo: REPO })) as any;
     const events: any[] = [];
-    await client.stream(`/v1/tasks/${receipt.taskId}/events`, (e) => events.push(e));
+    for await (const e of client.events(receipt.taskId)) events.push(e);
     const status = (await client.call('GET', `/v1/tasks/${receipt.taskId}`)) as any;
     const result = (await client.call('GET', `/v1/tasks/${receipt.taskId}/result`)) as any;
     return { home, logs, events, status, result, taskId: receipt.taskId as string };

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { silentLogger } from '../../../src/log.js';
 import { ORIGIN_IP, SENTINEL_IP, startHttpOrigin, type Listener } from '../../integration/egress/origin.js';
 

@@ -24,7 +24,7 @@ import type { ModelProvider, ModelRequest, ModelResponse } from '../../../src/mo
 import { fixedRoster, type Roster } from '../../../src/workflow/roster.js';
 import { createBreeStageWorkers, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import type { WorkflowDeps } from '../../../src/workflow/stage-context.js';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { captureLogs as captureSharedLogs, type LogCapture } from '../shared/logs.js';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..', '..');

@@ -69,7 +69,7 @@ describe('socket API against a real daemon process', () => {
       ].join('\n'),
     );
     const events: Json[] = [];
-    await d.client.stream(`/v1/tasks/${receipt.taskId}/events`, (e) => events.push(e));
+    for await (const e of d.client.events(receipt.taskId)) events.push(e);
     const transitions = events.filter((e) => e.kind === 'transition').map((e) => e.data.to);
     expect(transitions).toEqual(['initializing', 'candidates_running', 'candidates_complete', 'evaluating', 'evaluation_complete', 'merging', 'completed']);
     const terminal = events.at(-1)!;

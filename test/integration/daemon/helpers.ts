@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
@@ -20,9 +20,10 @@ export function tempHome(prefix = 'fusion-test-'): string {
 }
 
 /** Starts the stub-workflow daemon as a real process on a real socket. */
-export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 0): Promise<DaemonProc> {
+export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 0, env: Record<string, string> = {}): Promise<DaemonProc> {
   const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'stub-daemon.mjs'), home, String(stageMs), String(answerBytes)], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
   });
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));

@@ -5,7 +5,7 @@
  * crawler is the test crawler (real guard, no link following): the crawl engine has its own tests.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { UNTRUSTED_CAUTION } from '../../../src/contracts/research-limits.js';
 import { startHttpOrigin, type Listener } from '../egress/origin.js';
 import { DISPATCH_FAILED_MESSAGE } from '../../../src/research/dispatch.js';

@@ -1,0 +1,53 @@
+/**
+ * What the daemon answers, as the client library returns it. These mirror the views the
+ * routes build (src/api/routes.ts, research-routes.ts); the research views are the contract's.
+ */
+import type { Receipt, TerminalNotification, DeliveryMode } from '../contracts/api.js';
+import type { TaskOptions } from '../contracts/task-options.js';
+import type { BgResult } from '../tasks/result-reader.js';
+import type { TaskEvent } from '../store/port.js';
+import type { ResearchCreateBody, ResearchDispatch, ResearchDocumentView, ResearchRunView, ResearchSnapshotView } from '../contracts/research.js';
+import type { InvestigateToolInput, ResearchToolInput } from '../contracts/agent-tools.js';
+
+export type { Receipt, TerminalNotification, DeliveryMode, TaskOptions, BgResult, TaskEvent };
+export type { ResearchCreateBody, ResearchDispatch, ResearchDocumentView, ResearchRunView, ResearchSnapshotView };
+export type { InvestigateToolInput, ResearchToolInput };
+
+export interface TaskView {
+  taskId: string;
+  workflow: 'investigate' | 'research';
+  state: string;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  repo: string;
+  createdAt: string;
+  updatedAt: string;
+  error: { code: string; message: string; state: string } | null;
+  resumeCount: number;
+  usage: unknown;
+}
+
+export interface WaitReply {
+  /** False when the timeout passed first. */
+  terminal: boolean;
+  task: TaskView;
+  notification: TerminalNotification | null;
+}
+
+export interface SubmitOptions {
+  /** Absolute path of the repository (relative paths are resolved against the working directory). */
+  repo: string;
+  options?: TaskOptions;
+}
+
+export interface ResearchCreateReply {
+  run: ResearchRunView;
+  deduplicated: boolean;
+  dispatch: ResearchDispatch;
+}
+
+export interface HealthReply {
+  ok: boolean;
+  version: string;
+  startedAt: string;
+  sandbox?: Record<string, unknown>;
+}

@@ -1,0 +1,94 @@
+/**
+ * The agent tools' input contracts (closed zod schemas). The MCP tool list is generated from
+ * these (src/mcp/tool-schemas.ts), so a tool's JSON Schema cannot drift from its contract.
+ *
+ * fusion_investigate / fusion_research: these schemas describe what a caller may send; the
+ * daemon still normalises with tool-input.ts, whose hand-written messages are the contract's
+ * wording (a test checks that both accept and refuse the same documents). research_run and
+ * web_crawl reuse the research-run create body, so their limits are the research limits.
+ */
+import { z } from 'zod';
+import { DELIVERY_MODES } from './api.js';
+import { ResearchCreateBodySchema } from './research.js';
+
+/** Non-empty after trimming: JSON Schema can say "contains a non-space character". */
+const text = (description: string): z.ZodString => z.string().regex(/\S/u, 'must not be blank').describe(description);
+const textList = (description: string): z.ZodArray<z.ZodString> =>
+  z.array(z.string().regex(/\S/u, 'must not be blank').describe('Non-empty string; trimmed.')).describe(description);
+
+const investigateShape = {
+  objective: text('What to find out. Non-empty; trimmed.'),
+  background: textList('Facts the investigators should know. Array of non-empty strings.'),
+  deliverable: text('What the answer must contain. Non-empty; trimmed.'),
+  scope: textList('Optional: where to look.').optional(),
+  constraints: textList('Optional: rules the answer must respect.').optional(),
+};
+
+export const InvestigateToolInputSchema = z.object(investigateShape).strict();
+
+export const ResearchToolInputSchema = z
+  .object({
+    ...investigateShape,
+    sources: z
+      .array(
+        z
+          .object({
+            url: text('Public http(s) URL to fetch exactly; targeted URL fetch only, not web search. No credentials, tokens, secrets, private data, or repository content in URLs.'),
+            purpose: text('Why this source is needed.'),
+          })
+          .strict(),
+      )
+      .min(1)
+      .describe('The pages to read: at least one; canonical URLs must be unique.'),
+  })
+  .strict();
+
+const taskId = z.string().regex(/\S/u, 'must not be blank').describe('The task id from the receipt.');
+
+export const BgResultInputSchema = z
+  .object({
+    taskId,
+    delivery: z.enum(DELIVERY_MODES).optional().describe('auto (default): inline up to 49152 bytes, else by reference.'),
+  })
+  .strict();
+
+export const BgStatusInputSchema = z.object({ taskId }).strict();
+export const BgCancelInputSchema = z.object({ taskId }).strict();
+
+/** The research API's Idempotency-Key rule: 1–255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/u;
+
+const createShape = ResearchCreateBodySchema.shape;
+
+export const ResearchRunInputSchema = z
+  .object({
+    query: createShape.query.describe('What the run is about (1–2000 characters); names the stored document.'),
+    sourceUrls: createShape.sourceUrls.describe('Absolute http(s) URLs to start from (1–20); links are followed within the limits.'),
+    limits: createShape.limits.describe('Optional crawl limits; each omitted key takes its maximum.'),
+    idempotencyKey: z
+      .string()
+      .regex(IDEMPOTENCY_KEY_PATTERN, 'must be 1–255 visible ASCII characters')
+      .describe('Required. The same key with the same payload returns the same run instead of starting another.'),
+    confirm: z.literal(true).describe('Required: true. A research run is durable and fetches from the web; confirm that you mean it.'),
+  })
+  .strict();
+
+export const WebReadInputSchema = z
+  .object({
+    url: createShape.sourceUrls.element.describe('One public http(s) URL, read through the egress guard with the research profile (no credentials in URLs).'),
+  })
+  .strict();
+
+export const WebCrawlInputSchema = z
+  .object({
+    query: createShape.query.describe('What the crawl is for (1–2000 characters); heads the returned Markdown.'),
+    sourceUrls: createShape.sourceUrls.describe('Absolute http(s) URLs to start from (1–20); links are followed within the limits.'),
+    limits: createShape.limits.describe('Optional crawl limits (the research limits); each omitted key takes its maximum.'),
+  })
+  .strict();
+
+export type InvestigateToolInput = z.infer<typeof InvestigateToolInputSchema>;
+export type ResearchToolInput = z.infer<typeof ResearchToolInputSchema>;
+export type ResearchRunInput = z.infer<typeof ResearchRunInputSchema>;
+export type WebReadInput = z.infer<typeof WebReadInputSchema>;
+export type WebCrawlInput = z.infer<typeof WebCrawlInputSchema>;

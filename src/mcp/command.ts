@@ -1,0 +1,40 @@
+/**
+ * `fusion mcp [--repo DIR] [--socket PATH] [--resolve HOST:IP]… [--allow-cidr CIDR]…`: the MCP
+ * stdio server. Uses the daemon on the socket, or starts an embedded one when none answers.
+ * research_run authenticates with FUSION_RESEARCH_API_KEY (an environment variable rather than a
+ * flag, so the key never shows in process listings or client configuration arguments).
+ * web_read/web_crawl use this process's egress guard with the same admin seams as the daemon's
+ * (flags or FUSION_EGRESS_RESOLVE / FUSION_EGRESS_ALLOW_CIDRS).
+ */
+import { resolve as resolvePath } from 'node:path';
+import { createLogger } from '../log.js';
+import { packageVersion } from '../main.js';
+import { FusionClient } from '../client/index.js';
+import { daemonConfigInput, resolveSocket, type Env } from '../cli/config.js';
+import { flag, type ParsedArgs } from '../cli/args.js';
+import { serveMcp } from './server.js';
+import { createWebTools } from './web-tools.js';
+
+export async function runMcpCommand(args: ParsedArgs, env: Env): Promise<number> {
+  const daemonInput = daemonConfigInput(args, env);
+  // stdout carries the protocol: the embedded daemon and the guard log to stderr only.
+  const client = new FusionClient({ socketPath: resolveSocket(args, env), env, embedded: daemonInput });
+  const web = createWebTools({ log: createLogger({ level: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' }), resolve: daemonInput.egressResolve ?? [], allowCidrs: daemonInput.egressAllowCidrs ?? [] });
+  try {
+    await client.connect();
+    const apiKey = env.FUSION_RESEARCH_API_KEY?.trim();
+    await serveMcp({
+      client,
+      web,
+      repo: resolvePath(flag(args, 'repo') ?? process.cwd()),
+      version: packageVersion(),
+      input: process.stdin,
+      output: process.stdout,
+      ...(apiKey ? { researchApiKey: apiKey } : {}),
+    });
+  } finally {
+    await web.close();
+    await client.close();
+  }
+  return 0;
+}
