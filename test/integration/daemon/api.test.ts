@@ -3,6 +3,7 @@ import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
+import { LATEST_SCHEMA_VERSION } from '../../../src/store/migrations.js';
 
 type Json = Record<string, any>;
 
@@ -25,7 +26,7 @@ describe('socket API against a real daemon process', () => {
     const r = (await d.client.call('GET', '/v1/health')) as Json;
     expect(r.ok).toBe(true);
     // The database, the sandbox backend (and its image under Docker), the providers, the queue.
-    expect(r.database).toMatchObject({ ok: true, journalMode: 'wal', schemaVersion: 3 });
+    expect(r.database).toMatchObject({ ok: true, journalMode: 'wal', schemaVersion: LATEST_SCHEMA_VERSION });
     expect(r.sandbox).toHaveProperty('ok');
     expect(r).toHaveProperty('sandboxImage');
     expect(r.providers).toMatchObject({ candidates: expect.any(Array) });
