@@ -33,7 +33,7 @@ async function rejection(promise: Promise<unknown>): Promise<FusionError> {
 
 describe('migrations', () => {
   it('are numbered 1..n', () => {
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3]);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4]);
     expect(LATEST_SCHEMA_VERSION).toBe(4);
   });
 
@@ -55,31 +55,32 @@ describe('migrations', () => {
       ]);
       const indexes = await db.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
       expect(indexes.map((i) => i.name)).toEqual(['research_documents_run', 'research_runs_status', 'task_events_task_seq', 'tasks_state']);
-      expect(await migrate(db, silentLogger())).toEqual({ from: 3, to: 3, applied: [] });
+      expect(await migrate(db, silentLogger())).toEqual({ from: 4, to: 4, applied: [] });
     });
   });
 
   it('refuses a database whose schema is newer than the code', async () => {
     await (await openStore(tmp.file)).close();
-    await withDb((db) => db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (4, 'future', 'x')"));
+    const future = LATEST_SCHEMA_VERSION + 1;
+    await withDb((db) => db.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 'x')", [future]));
     const err = await rejection(openStore(tmp.file));
     expect(err.code).toBe('store_error');
-    expect(err.message).toMatch(/schema version 4 is newer than this fusion build knows \(3\)/);
+    expect(err.message).toContain(`schema version ${future} is newer than this fusion build knows (${LATEST_SCHEMA_VERSION})`);
     expect(err.retryable).toBe(false);
   });
 
   it('apply each migration atomically with its version row', async () => {
-    const broken = [...MIGRATIONS, { version: 4, name: 'broken', sql: 'CREATE TABLE half (x); CREATE TABLE half (y);' }];
+    const broken = [...MIGRATIONS, { version: LATEST_SCHEMA_VERSION + 1, name: 'broken', sql: 'CREATE TABLE half (x); CREATE TABLE half (y);' }];
     await withDb(async (db) => {
       const err = await rejection(migrate(db, silentLogger(), broken));
       expect(err.code).toBe('store_error');
       expect(await db.get("SELECT name FROM sqlite_master WHERE name = 'half'")).toBeUndefined();
-      expect(await db.get<{ v: number }>('SELECT MAX(version) AS v FROM schema_migrations')).toEqual({ v: 3 });
+      expect(await db.get<{ v: number }>('SELECT MAX(version) AS v FROM schema_migrations')).toEqual({ v: LATEST_SCHEMA_VERSION });
     });
   });
 
   it('reject a list with a gap in its numbering', async () => {
-    const gapped = [...MIGRATIONS, { version: 5, name: 'gap', sql: 'SELECT 1' }];
+    const gapped = [...MIGRATIONS, { version: LATEST_SCHEMA_VERSION + 2, name: 'gap', sql: 'SELECT 1' }];
     await withDb(async (db) => {
       expect((await rejection(migrate(db, silentLogger(), gapped))).code).toBe('internal_error');
     });
