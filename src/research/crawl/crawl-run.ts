@@ -46,6 +46,13 @@ import { RobotsCache } from './robots-cache.js';
 import { robotsAllows } from './robots.js';
 import type { CrawlOutcome, CrawlRequest, CrawlSkip, CrawlSnapshot } from './port.js';
 
+/**
+ * Longest URL a crawl requests (characters of its canonical form). Checking a URL against a
+ * host's robots.txt costs about its length times the rules, on the daemon's event loop; real
+ * pages do not link URLs this long.
+ */
+export const MAX_CRAWL_URL_CHARS = 8192;
+
 /** Skips listed in an outcome at most; the rest are counted in `skippedOmitted`. */
 export const MAX_SKIPPED_LISTED = 200;
 
@@ -109,6 +116,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
     seenText.add(url);
     if (admitted.has(canonical.url)) {
       if (!repeatedText) skip(url, `duplicate of ${canonical.url}, already in this run`, depth);
+      return;
+    }
+    if (canonical.url.length > MAX_CRAWL_URL_CHARS) {
+      if (!repeatedText) skip(url.slice(0, 200), `URL longer than ${String(MAX_CRAWL_URL_CHARS)} characters: not crawled`, depth);
       return;
     }
     if (!hosts.has(canonical.host) && hosts.size >= limits.maxDomains) {
@@ -253,6 +264,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
       return failed(item, new FusionError('redirect_limit', `more than ${String(DEFAULT_MAX_REDIRECTS)} redirects from ${from.url}`, { details: { http_status: status } }), false);
     }
     const target = canonicalizeCrawlUrl(location); // the guard already shaped it
+    if (target.url.length > MAX_CRAWL_URL_CHARS) {
+      skip(item.url, `redirects (HTTP ${String(status)}) to a URL longer than ${String(MAX_CRAWL_URL_CHARS)} characters: not crawled`, item.depth);
+      return 'next';
+    }
     if (admitted.has(target.url)) {
       skip(item.url, `redirects (HTTP ${String(status)}) to ${target.url}, already in this run`, item.depth);
       return 'next';

@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildResearchDocument, createCrawler } from '../../../src/research/crawl/crawler.js';
 import type { CrawlOutcome, CrawlRequest } from '../../../src/research/crawl/port.js';
+import { MAX_CRAWL_URL_CHARS } from '../../../src/research/crawl/crawl-run.js';
 import { RESEARCH_LIMIT_DEFAULTS, RESEARCH_USER_AGENT, UNTRUSTED_CAUTION, type ResearchLimits } from '../../../src/contracts/research-limits.js';
 import { FusionError } from '../../../src/errors.js';
 import { startOriginWithSentinel, type Listener } from '../egress/origin.js';
@@ -197,6 +198,16 @@ describe('limits', () => {
     const listed = outcome.skipped.length + (outcome.skippedOmitted ?? 0);
     expect(listed).toBe(40);
     expect(a.requests).toHaveLength(1 + 4);
+  });
+
+  it('a link longer than MAX_CRAWL_URL_CHARS is skipped unrequested (robots.txt checks stay cheap)', async () => {
+    const long = `/${'a'.repeat(MAX_CRAWL_URL_CHARS)}`;
+    a.pages.set('/', { body: html('Home', 'x', [long, '/ok']) });
+    a.pages.set('/ok', { body: html('Ok', 'y') });
+    const outcome = await crawl([a.url('/')]);
+    expect(pagesOf(outcome)).toEqual(['/', '/ok']);
+    expect(outcome.skipped.find((s) => s.reason.startsWith('URL longer than'))?.reason).toBe(`URL longer than ${String(MAX_CRAWL_URL_CHARS)} characters: not crawled`);
+    expect(a.requests.some((r) => r.length > MAX_CRAWL_URL_CHARS)).toBe(false);
   });
 
   it('maxDomains: a URL on one host too many is skipped and that host never contacted', async () => {
