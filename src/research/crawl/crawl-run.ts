@@ -16,6 +16,9 @@
  *   fetch also gets the remaining time as its own deadline); when it passes the crawl stops and
  *   returns what it collected.
  *
+ * robots.txt is asked of at most as many origins as the page request bound (twice maxPages);
+ * a URL on one more origin is skipped.
+ *
  * The queue holds at most ten times the page requests a run may make (400 at the defaults);
  * further links are not queued (nor listed), which bounds what a page with thousands of links
  * costs.
@@ -206,6 +209,13 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   /** Fetches one queued page (robots.txt first); 'stop' ends the crawl. */
   async function visit(item: QueueItem): Promise<'next' | 'stop'> {
     const { url, canonical, depth } = item;
+    // A robots.txt lookup is a request too, and a failed one fetches no page (so it does not
+    // count against requestBound): bound the origins (a host on many ports is many origins)
+    // a run asks, or a page linking one host's ports would have the crawl knock on hundreds.
+    if (!robots.has(canonical.origin) && robots.size >= requestBound) {
+      skip(url, `not fetched: robots.txt lookup bound (${String(requestBound)} origins, twice maxPages) reached`, depth);
+      return 'next';
+    }
     let entry;
     try {
       entry = await robots.get(canonical.origin);
