@@ -31,9 +31,13 @@ export function parseListenAddress(text: string): ListenAddress {
 
 export function isLoopbackHost(host: string): boolean {
   if (host === 'localhost') return true;
-  if (!ipaddr.isValid(host)) return false;
-  const addr = ipaddr.process(host);
-  return addr.range() === 'loopback';
+  const family = isIP(host);
+  if (family === 0) return false;
+  // ipaddr.js reads the IPv4-compatible `::127.0.0.1` (= ::7f00:1, not loopback) as IPv4-mapped:
+  // classify the WHATWG serialisation of an IPv6 address instead (a zone id is dropped first).
+  const text = family === 6 ? new URL(`http://[${host.split('%')[0]!}]/`).hostname.slice(1, -1) : host;
+  if (!ipaddr.isValid(text)) return false;
+  return ipaddr.process(text).range() === 'loopback';
 }
 
 export function assertListenAllowed(address: ListenAddress, listenPublic: boolean): void {

@@ -21,6 +21,12 @@ describe('--listen address', () => {
     expect(() => assertListenAllowed({ host: '0.0.0.0', port: 1 }, true)).not.toThrow();
     expect(() => assertListenAllowed({ host: '::1', port: 1 }, false)).not.toThrow();
   });
+
+  it('an IPv4-compatible IPv6 address is not loopback (::127.0.0.1 is ::7f00:1, not ::ffff:127.0.0.1)', () => {
+    for (const h of ['::127.0.0.1', '::7f00:1', '::10.0.0.1']) expect(isLoopbackHost(h), h).toBe(false);
+    expect(() => assertListenAllowed(parseListenAddress('[::127.0.0.1]:1'), false)).toThrow(/--listen-public/);
+    for (const h of ['::ffff:127.0.0.1', '::ffff:7f00:1', '::1%lo', '0:0:0:0:0:0:0:1']) expect(isLoopbackHost(h), h).toBe(true);
+  });
 });
 
 /** Opens a raw connection, optionally sends `text`, and resolves when the server closes it (ms). */
