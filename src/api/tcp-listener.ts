@@ -31,9 +31,13 @@ export function parseListenAddress(text: string): ListenAddress {
 
 export function isLoopbackHost(host: string): boolean {
   if (host === 'localhost') return true;
-  if (!ipaddr.isValid(host)) return false;
-  const addr = ipaddr.process(host);
-  return addr.range() === 'loopback';
+  const family = isIP(host);
+  if (family === 0) return false;
+  // ipaddr.js reads the IPv4-compatible `::127.0.0.1` (= ::7f00:1, not loopback) as IPv4-mapped:
+  // classify the WHATWG serialisation of an IPv6 address instead (a zone id is dropped first).
+  const text = family === 6 ? new URL(`http://[${host.split('%')[0]!}]/`).hostname.slice(1, -1) : host;
+  if (!ipaddr.isValid(text)) return false;
+  return ipaddr.process(text).range() === 'loopback';
 }
 
 export function assertListenAllowed(address: ListenAddress, listenPublic: boolean): void {
@@ -46,8 +50,30 @@ export function assertListenAllowed(address: ListenAddress, listenPublic: boolea
   );
 }
 
-export async function listenOnTcp(address: ListenAddress, handler: RequestListener): Promise<{ server: Server; port: number; host: string }> {
-  const server = createServer(handler);
+/**
+ * Connection bounds of the TCP listener. Anyone who can reach the port can open connections
+ * before any key is checked; without bounds idle or half-sent requests were kept forever, and
+ * enough of them exhaust the daemon's file descriptors (its Unix socket, database and fetches
+ * included). Headers must arrive within TCP_HEADERS_TIMEOUT_MS and the whole request (not the
+ * reply: a direct run may take its full duration) within TCP_REQUEST_TIMEOUT_MS; at most
+ * TCP_MAX_CONNECTIONS are open at once (more are closed on accept).
+ */
+export const TCP_HEADERS_TIMEOUT_MS = 10_000;
+export const TCP_REQUEST_TIMEOUT_MS = 30_000;
+export const TCP_MAX_CONNECTIONS = 256;
+
+export interface TcpListenLimits {
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  maxConnections?: number;
+}
+
+export async function listenOnTcp(address: ListenAddress, handler: RequestListener, limits: TcpListenLimits = {}): Promise<{ server: Server; port: number; host: string }> {
+  const headersTimeout = limits.headersTimeoutMs ?? TCP_HEADERS_TIMEOUT_MS;
+  const requestTimeout = Math.max(headersTimeout, limits.requestTimeoutMs ?? TCP_REQUEST_TIMEOUT_MS);
+  // Node checks these timers every connectionsCheckingInterval (default 30 s): check often enough.
+  const server = createServer({ headersTimeout, requestTimeout, connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, handler);
+  server.maxConnections = limits.maxConnections ?? TCP_MAX_CONNECTIONS;
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(new FusionError('invalid_config', `cannot listen on ${address.host}:${address.port}: ${err.message}`, { cause: err })));

@@ -24,23 +24,79 @@ export interface ResearchDispatcher {
   close(): Promise<void>;
 }
 
-export function createDirectResearchDispatcher(executor: RunExecutor): ResearchDispatcher {
+/**
+ * Direct runs one workspace may execute at once in this daemon. Each direct run holds its create
+ * request open and shares the guard's extraction workers with every other run, so without a
+ * bound one key could start dozens of crawls and starve the runs of every other workspace (and
+ * the task workflow's fetches). Further creates of that workspace wait, in arrival order, with
+ * their request open; other workspaces are not held up by them.
+ */
+export const DIRECT_RUNS_PER_WORKSPACE = 2;
+
+export interface DirectDispatcherOptions {
+  /** Default DIRECT_RUNS_PER_WORKSPACE. */
+  runsPerWorkspace?: number;
+}
+
+export function createDirectResearchDispatcher(executor: RunExecutor, options: DirectDispatcherOptions = {}): ResearchDispatcher {
+  const perWorkspace = options.runsPerWorkspace ?? DIRECT_RUNS_PER_WORKSPACE;
+  const running = new Map<string, number>();
+  const waiting = new Map<string, Array<() => void>>();
+  let inFlight = 0;
+
+  /** Resolves true when the run had to wait for a slot of its workspace. */
+  const acquire = async (workspaceId: string): Promise<boolean> => {
+    const n = running.get(workspaceId) ?? 0;
+    if (n < perWorkspace) {
+      running.set(workspaceId, n + 1);
+      return false;
+    }
+    await new Promise<void>((resolve) => {
+      const queue = waiting.get(workspaceId) ?? [];
+      queue.push(resolve);
+      waiting.set(workspaceId, queue);
+    });
+    return true; // the slot was handed over by release()
+  };
+  const release = (workspaceId: string): void => {
+    const queue = waiting.get(workspaceId);
+    const next = queue?.shift();
+    if (queue !== undefined && queue.length === 0) waiting.delete(workspaceId);
+    if (next !== undefined) return next();
+    const n = (running.get(workspaceId) ?? 1) - 1;
+    if (n <= 0) running.delete(workspaceId);
+    else running.set(workspaceId, n);
+  };
+
   return {
     mode: 'direct',
     claimOnCreate: executor.userAgent,
     async dispatch(run) {
-      const ended = await executor.execute(run.id, { reclaim: false, finalAttempt: true, ...(run.status === 'running' ? { claimed: run } : {}) });
-      return { dispatch: { dispatched: true, mode: 'direct', queued: false }, ...(ended ? { run: ended } : {}) };
+      inFlight += 1;
+      try {
+        const waited = await acquire(run.workspaceId);
+        try {
+          // A run that waited may have been canceled meanwhile: the executor re-reads it first.
+          const claimed = run.status === 'running' ? { claimed: run, ...(waited ? { recheck: true } : {}) } : {};
+          const ended = await executor.execute(run.id, { reclaim: false, finalAttempt: true, ...claimed });
+          return { dispatch: { dispatched: true, mode: 'direct', queued: false }, ...(ended ? { run: ended } : {}) };
+        } finally {
+          release(run.workspaceId);
+        }
+      } finally {
+        inFlight -= 1;
+      }
     },
     async cancel(runId) {
       executor.abort(runId);
     },
     activeRuns: () => executor.activeRuns,
     async close() {
-      // Aborted runs record their failure before the store closes: wait (briefly) for that.
+      // Aborted runs record their failure before the store closes: wait (briefly) for that,
+      // and for runs still waiting for a slot (the executor fails them without crawling).
       executor.abortAll();
       const until = Date.now() + 5_000;
-      while (executor.activeRuns > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+      while ((executor.activeRuns > 0 || inFlight > 0) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
     },
   };
 }

@@ -31,6 +31,8 @@ export interface ExecuteOptions {
   finalAttempt: boolean;
   /** The run, already claimed by this caller (created claimed): no separate claim. */
   claimed?: ResearchRunRecord;
+  /** With `claimed`: re-read the run first (it waited for a slot, and may have been canceled meanwhile). */
+  recheck?: boolean;
 }
 
 /** Marks a shutdown abort, so the executor leaves the run for a retry instead of failing it. */
@@ -40,6 +42,7 @@ export class RunExecutor {
   private readonly active = new Map<string, AbortController>();
   private readonly log: Logger;
   private readonly pollMs: number;
+  private shuttingDown = false;
 
   constructor(private readonly options: RunExecutorOptions) {
     this.log = options.log.child({ component: 'research-executor' });
@@ -63,6 +66,7 @@ export class RunExecutor {
 
   /** Daemon shutdown: aborts every active crawl; the runs are failed (direct) or left for a retry (queue). */
   abortAll(): void {
+    this.shuttingDown = true;
     for (const controller of this.active.values()) controller.abort(new ShutdownAbort('the daemon is shutting down'));
   }
 
@@ -70,13 +74,32 @@ export class RunExecutor {
   async execute(runId: string, opts: ExecuteOptions): Promise<ResearchRunRecord | null> {
     const { store, crawler } = this.options;
     if (this.active.has(runId)) return null; // already executing in this process
+    if (this.shuttingDown) {
+      // A run that reaches the executor after abortAll (it was waiting for a slot) never starts.
+      const abort = new ShutdownAbort('the daemon is shutting down');
+      if (opts.finalAttempt) await store.failRun(runId, 'running', 'The daemon shut down before the research run finished.').catch(() => undefined);
+      throw abort;
+    }
     // Registered before the claim, so a cancel arriving right after the claim commits finds it.
     const controller = new AbortController();
     this.active.set(runId, controller);
-    const run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim).catch((err: unknown) => {
+    let run: ResearchRunRecord | null;
+    try {
+      if (opts.claimed !== undefined && opts.recheck === true) {
+        const current = await store.getRun(runId);
+        if (current?.status !== 'running') {
+          this.active.delete(runId);
+          this.log.debug({ runId, status: current?.status }, 'research run no longer running after waiting for a slot; skipped');
+          return current;
+        }
+        run = current;
+      } else {
+        run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim));
+      }
+    } catch (err) {
       this.active.delete(runId);
       throw err;
-    }));
+    }
     if (run === null) {
       this.active.delete(runId);
       this.log.debug({ runId }, 'research run not claimable; skipped');

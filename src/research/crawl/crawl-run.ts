@@ -16,6 +16,9 @@
  *   fetch also gets the remaining time as its own deadline); when it passes the crawl stops and
  *   returns what it collected.
  *
+ * robots.txt is asked of at most as many origins as the page request bound (twice maxPages);
+ * a URL on one more origin is skipped.
+ *
  * The queue holds at most ten times the page requests a run may make (400 at the defaults);
  * further links are not queued (nor listed), which bounds what a page with thousands of links
  * costs.
@@ -45,6 +48,13 @@ import { canonicalizeCrawlUrl, type CanonicalUrl } from './canonical-url.js';
 import { RobotsCache } from './robots-cache.js';
 import { robotsAllows } from './robots.js';
 import type { CrawlOutcome, CrawlRequest, CrawlSkip, CrawlSnapshot } from './port.js';
+
+/**
+ * Longest URL a crawl requests (characters of its canonical form). Checking a URL against a
+ * host's robots.txt costs about its length times the rules, on the daemon's event loop; real
+ * pages do not link URLs this long.
+ */
+export const MAX_CRAWL_URL_CHARS = 8192;
 
 /** Skips listed in an outcome at most; the rest are counted in `skippedOmitted`. */
 export const MAX_SKIPPED_LISTED = 200;
@@ -109,6 +119,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
     seenText.add(url);
     if (admitted.has(canonical.url)) {
       if (!repeatedText) skip(url, `duplicate of ${canonical.url}, already in this run`, depth);
+      return;
+    }
+    if (canonical.url.length > MAX_CRAWL_URL_CHARS) {
+      if (!repeatedText) skip(url.slice(0, 200), `URL longer than ${String(MAX_CRAWL_URL_CHARS)} characters: not crawled`, depth);
       return;
     }
     if (!hosts.has(canonical.host) && hosts.size >= limits.maxDomains) {
@@ -195,6 +209,13 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
   /** Fetches one queued page (robots.txt first); 'stop' ends the crawl. */
   async function visit(item: QueueItem): Promise<'next' | 'stop'> {
     const { url, canonical, depth } = item;
+    // A robots.txt lookup is a request too, and a failed one fetches no page (so it does not
+    // count against requestBound): bound the origins (a host on many ports is many origins)
+    // a run asks, or a page linking one host's ports would have the crawl knock on hundreds.
+    if (!robots.has(canonical.origin) && robots.size >= requestBound) {
+      skip(url, `not fetched: robots.txt lookup bound (${String(requestBound)} origins, twice maxPages) reached`, depth);
+      return 'next';
+    }
     let entry;
     try {
       entry = await robots.get(canonical.origin);
@@ -253,6 +274,10 @@ export async function runCrawl(request: CrawlRequest, signal: AbortSignal, optio
       return failed(item, new FusionError('redirect_limit', `more than ${String(DEFAULT_MAX_REDIRECTS)} redirects from ${from.url}`, { details: { http_status: status } }), false);
     }
     const target = canonicalizeCrawlUrl(location); // the guard already shaped it
+    if (target.url.length > MAX_CRAWL_URL_CHARS) {
+      skip(item.url, `redirects (HTTP ${String(status)}) to a URL longer than ${String(MAX_CRAWL_URL_CHARS)} characters: not crawled`, item.depth);
+      return 'next';
+    }
     if (admitted.has(target.url)) {
       skip(item.url, `redirects (HTTP ${String(status)}) to ${target.url}, already in this run`, item.depth);
       return 'next';

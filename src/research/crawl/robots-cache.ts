@@ -51,6 +51,15 @@ export class RobotsCache {
     return settled.flatMap((entry) => (entry.status === 'fulfilled' ? [entry.value.note] : []));
   }
 
+  /** Origins whose robots.txt was asked for (each costs one request). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  has(origin: string): boolean {
+    return this.entries.has(origin);
+  }
+
   /** The origin's rules; rejects with the guard's error when the origin is refused by policy or the run was aborted. */
   get(origin: string): Promise<RobotsEntry> {
     let entry = this.entries.get(origin);

@@ -16,8 +16,8 @@
  *   percent-encoded as UTF-8 and escapes upper-cased, so `/caf%c3%a9`, `/café` and `/caf%C3%A9`
  *   are the same path.
  *
- * Matching uses a linear-time-per-attempt wildcard walk, never a RegExp built from the file, so
- * a hostile robots.txt cannot make matching backtrack exponentially.
+ * Matching searches each pattern's `*`-separated segments forward, never backtracking and never
+ * with a RegExp built from the file, so a hostile robots.txt cannot make a URL check expensive.
  */
 
 export interface RobotsRule {
@@ -92,33 +92,31 @@ export function parseRobots(text: string, userAgent: string): RobotsRules {
 
 /**
  * Does `pattern` (with `*` wildcards and an optional final `$`) match a prefix of `path` (the
- * whole of it when anchored)? Greedy walk that remembers only the last `*`: O(|path|·|pattern|)
- * at worst, linear in practice.
+ * whole of it when anchored)? The pattern is split on `*` into literal segments: the first must
+ * start the path, each next one is found at its leftmost place after the previous (leftmost is
+ * always safe when the only wildcard is `*`), and an anchored pattern's last segment must end the
+ * path. The search position only moves forward, so one check costs about one pass over the path
+ * per segment found, never |path|·|pattern| (a backtracking walk let a hostile robots.txt and a
+ * long link stall the daemon's event loop for minutes).
  */
 export function robotsPatternMatches(pattern: string, path: string): boolean {
   const anchored = pattern.endsWith('$');
-  const body = anchored ? pattern.slice(0, -1) : pattern;
-  let p = 0;
-  let s = 0;
-  let star = -1;
-  let resume = 0;
-  while (s < path.length) {
-    if (p === body.length && !anchored) return true;
-    if (p < body.length && body[p] !== '*' && body[p] === path[s]) {
-      p++;
-      s++;
-    } else if (p < body.length && body[p] === '*') {
-      star = p++;
-      resume = s;
-    } else if (star >= 0) {
-      p = star + 1;
-      s = ++resume;
-    } else {
-      return false;
-    }
+  const segments = (anchored ? pattern.slice(0, -1) : pattern).split('*');
+  const first = segments[0]!;
+  if (!path.startsWith(first)) return false;
+  if (segments.length === 1) return !anchored || path.length === first.length;
+  let at = first.length;
+  const last = segments.length - 1;
+  for (let i = 1; i < last; i++) {
+    const segment = segments[i]!;
+    if (segment === '') continue;
+    const found = path.indexOf(segment, at);
+    if (found < 0) return false;
+    at = found + segment.length;
   }
-  while (p < body.length && body[p] === '*') p++;
-  return p === body.length;
+  const tail = segments[last]!;
+  if (anchored) return path.length - tail.length >= at && path.endsWith(tail);
+  return tail === '' || path.indexOf(tail, at) >= 0;
 }
 
 export interface RobotsVerdict {

@@ -3,9 +3,11 @@
  * 127.0.0.3) through the one guard's seams: robots.txt, breadth-first link following, every
  * limit, type filtering, duplicates, cautions, the User-Agent, policy refusals and cancellation.
  */
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildResearchDocument, createCrawler } from '../../../src/research/crawl/crawler.js';
 import type { CrawlOutcome, CrawlRequest } from '../../../src/research/crawl/port.js';
+import { MAX_CRAWL_URL_CHARS } from '../../../src/research/crawl/crawl-run.js';
 import { RESEARCH_LIMIT_DEFAULTS, RESEARCH_USER_AGENT, UNTRUSTED_CAUTION, type ResearchLimits } from '../../../src/contracts/research-limits.js';
 import { FusionError } from '../../../src/errors.js';
 import { startOriginWithSentinel, type Listener } from '../egress/origin.js';
@@ -197,6 +199,33 @@ describe('limits', () => {
     const listed = outcome.skipped.length + (outcome.skippedOmitted ?? 0);
     expect(listed).toBe(40);
     expect(a.requests).toHaveLength(1 + 4);
+  });
+
+  it('a link longer than MAX_CRAWL_URL_CHARS is skipped unrequested (robots.txt checks stay cheap)', async () => {
+    const long = `/${'a'.repeat(MAX_CRAWL_URL_CHARS)}`;
+    a.pages.set('/', { body: html('Home', 'x', [long, '/ok']) });
+    a.pages.set('/ok', { body: html('Ok', 'y') });
+    const outcome = await crawl([a.url('/')]);
+    expect(pagesOf(outcome)).toEqual(['/', '/ok']);
+    expect(outcome.skipped.find((s) => s.reason.startsWith('URL longer than'))?.reason).toBe(`URL longer than ${String(MAX_CRAWL_URL_CHARS)} characters: not crawled`);
+    expect(a.requests.some((r) => r.length > MAX_CRAWL_URL_CHARS)).toBe(false);
+  });
+
+  it('robots.txt lookups are bounded like page requests: links to one host\'s many ports do not knock on each', async () => {
+    // Closed ports on the site's own address: each robots.txt lookup fails (no page is fetched,
+    // so none counted against the page request bound before).
+    const ports: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const server = createNetServer();
+      await new Promise<void>((resolve) => server.listen(0, IP_A, resolve));
+      ports.push((server.address() as AddressInfo).port);
+      await new Promise((resolve) => server.close(resolve));
+    }
+    a.pages.set('/', { body: html('Home', 'x', ports.map((port) => `http://${a.host}:${String(port)}/`)) });
+    const outcome = await crawl([a.url('/')], { maxPages: 2 });
+    expect(pagesOf(outcome)).toEqual(['/']);
+    expect(outcome.robots.length).toBeLessThanOrEqual(4); // requestBound: twice maxPages
+    expect(outcome.skipped.filter((s) => s.reason.startsWith('not fetched: robots.txt lookup bound (4 origins')).length).toBeGreaterThan(0);
   });
 
   it('maxDomains: a URL on one host too many is skipped and that host never contacted', async () => {

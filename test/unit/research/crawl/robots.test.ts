@@ -123,6 +123,34 @@ describe('wildcards', () => {
     expect(robotsPatternMatches(pattern, `/${'a'.repeat(5000)}`)).toBe(false);
     expect(performance.now() - started).toBeLessThan(2000);
   });
+
+  it.each([
+    ['/a*b*c$', '/a-b-c', true],
+    ['/a*b*c$', '/a-b-c-c', true],
+    ['/a*b*c$', '/a-b-cx', false],
+    ['/a*c$', '/ac', true],
+    ['/ab*b$', '/ab', false],
+    ['/ab*b$', '/abb', true],
+    ['/*$', '/x', true],
+    ['/a*$', '/a', true],
+    ['/a*b', '/ab', true],
+    ['/a*bb*bb', '/abbb', false],
+    ['/a*bb*bb', '/abbbb', true],
+  ])('segments: %s vs %s → %s', (pattern, path, expected) => {
+    expect(robotsPatternMatches(pattern, path)).toBe(expected);
+  });
+
+  it('a hostile robots.txt (long literal after a wildcard) against a long link decides fast', () => {
+    // Each rule cost |path|·|pattern| with the backtracking walk: about 4 s for this file, and
+    // minutes for a full 512 KiB one, all of it blocking the daemon's event loop.
+    const rule = `Disallow: /*${'a'.repeat(1000)}b\n`;
+    const rules = parseRobots(`User-agent: *\n${rule.repeat(50)}`, 'FluxusResearchBot');
+    const path = `/${'a'.repeat(4000)}`;
+    const started = performance.now();
+    expect(robotsAllows(rules, path).allowed).toBe(true);
+    expect(robotsAllows(rules, `${path}b`).allowed).toBe(false);
+    expect(performance.now() - started).toBeLessThan(500);
+  });
 });
 
 describe('percent-encoding', () => {
