@@ -9,6 +9,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     globalSetup: ['test/global-setup.ts'],
+    // Every test process: a system DNS lookup of a real name fails loudly (test/setup/no-system-dns.ts).
+    setupFiles: ['test/setup/no-system-dns.ts'],
     reporters: ['default'],
   },
 });
