@@ -67,7 +67,13 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
     replayRepo = flag(args, 'repo');
     if (replayRepo === undefined) {
       const task = readMembers(data).find((m) => m.name === 'task.json');
-      replayRepo = task === undefined ? undefined : (JSON.parse(task.data.toString('utf8')) as { repo_dir?: string }).repo_dir;
+      let recorded: unknown;
+      try {
+        recorded = task === undefined ? undefined : (JSON.parse(task.data.toString('utf8')) as { repo_dir?: unknown }).repo_dir;
+      } catch {
+        recorded = undefined;
+      }
+      replayRepo = typeof recorded === 'string' && recorded !== '' ? recorded : undefined;
       if (replayRepo === undefined) throw usageError('--replay needs --repo DIR (a checkout of the repository the task read)');
     }
     replayRepo = resolve(replayRepo);

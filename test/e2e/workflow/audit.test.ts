@@ -140,6 +140,36 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(viaCli.out).toMatch(/^BROKEN: signature\.json: the tarball is signed by key/m);
     }, 120_000);
 
+    it('a re-signed tarball whose replay record leaves calls out, is malformed, or has a nested attempt file fails naming the member', async () => {
+      const { buildManifest, MANIFEST_MEMBER, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } = await import('../../../src/audit/task-tarball.js');
+      const { signManifestDigest } = await import('../../../src/audit/signing.js');
+      // Even a signer (here a second key, pinned) cannot make these pass.
+      const signer = initSigningKey(mkdtempSync(join(scratch, 'resign-key-')));
+      const body = readMembers(readFileSync(file)).filter((m) => m.name !== MANIFEST_MEMBER && m.name !== SIGNATURE_MEMBER).map(({ name, data }) => ({ name, data }));
+      const resign = async (members: Array<{ name: string; data: Buffer }>): Promise<Buffer> => {
+        const manifest = buildManifest(taskId, 'completed', members);
+        const manifestSha256 = sha256Hex(manifest);
+        const sig = { schema_version: SIGNATURE_SCHEMA, algorithm: 'ed25519', manifest_sha256: manifestSha256, public_key_sha256: signer.publicKeySha256, public_key: signer.publicKeyPem, signature: signManifestDigest(manifestSha256, signer.privateKey) };
+        return packMembers([...members, { name: MANIFEST_MEMBER, data: manifest }, { name: SIGNATURE_MEMBER, data: Buffer.from(`${canonicalJson(sig)}\n`) }]);
+      };
+      const recordName = body.find((m) => m.name.endsWith('.replay.json'))!.name;
+      const withRecord = (edit: (r: Record<string, unknown>) => unknown) =>
+        body.map((m) => (m.name === recordName ? { name: m.name, data: Buffer.from(JSON.stringify(edit(JSON.parse(m.data.toString('utf8')) as Record<string, unknown>))) } : m));
+      expect((await verifyTaskTarball(await resign(body), { publicKey: signer.publicKey })).ok).toBe(true);
+
+      const dropped = await verifyTaskTarball(await resign(withRecord((r) => ({ ...r, calls: [] }))), { publicKey: signer.publicKey });
+      expect(dropped.ok).toBe(false);
+      expect(dropped.failure?.member).toBe(recordName);
+      expect(dropped.failure?.message).toMatch(/the record holds calls \[\], but the log's repository calls are/);
+
+      const malformed = await verifyTaskTarball(await resign(withRecord((r) => ({ ...r, calls: 5 }))), { publicKey: signer.publicKey });
+      expect(malformed.failure?.member).toBe(recordName);
+
+      const attemptDir = recordName.replace(/\.replay\.json$/, '/');
+      const nested = await verifyTaskTarball(await resign([...body, { name: `${attemptDir}sub/x`, data: Buffer.from('x') }]), { publicKey: signer.publicKey });
+      expect(nested.failure?.member).toBe(`${attemptDir}sub/x`);
+    }, 120_000);
+
     it('replay against a changed repository says so instead of raising a false alarm', async () => {
       const copy = mkdtempSync(join(scratch, 'repo-'));
       const { cpSync } = await import('node:fs');
