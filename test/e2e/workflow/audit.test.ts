@@ -224,6 +224,23 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(error.code).toBe('model_error');
     }, 120_000);
 
+    it('a child leaving a file whose name needs a PAX header cannot make its task unverifiable', async () => {
+      d = await startE2EDaemon({
+        prepareHome: (home) => void initSigningKey(home),
+        hooks: {
+          afterExit: (spec) => {
+            if (spec.label === 'candidate-1.attempt-1') writeFileSync(join(spec.outDir, 'a'.repeat(150)), 'stray\n');
+          },
+        },
+      });
+      const { taskId } = await d.submit();
+      expect((await d.waitTerminal(taskId)).state).toBe('completed');
+      const result = (await d.client.call('GET', `/v1/tasks/${taskId}/result`)) as { signed?: boolean };
+      expect(result.signed).toBe(true);
+      const { verify } = await exportAndVerify(d, taskId, 'pax-name');
+      expect(verify.code, verify.out).toBe(0);
+    }, 120_000);
+
     it('a cancelled task is sealed and verifies', async () => {
       d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home), roster: builtinRoster({ candidates: { 1: slowCandidate('content-search', 60_000) } }) });
       const { taskId } = await d.submit();
