@@ -85,16 +85,31 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   return report.ok ? 0 : 1;
 }
 
+/**
+ * Text from the tarball (member names, task id, messages quoting them) shown with control
+ * characters escaped: a crafted name must not move the cursor or rewrite a BROKEN line into
+ * something that reads like "verified" on the auditor's terminal.
+ */
+function shown(text: string): string {
+  let out = '';
+  for (const c of text) {
+    const code = c.codePointAt(0)!;
+    const control = code < 0x20 || (code >= 0x7f && code <= 0x9f) || code === 0x2028 || code === 0x2029;
+    out += control ? `\\u${code.toString(16).padStart(4, '0')}` : c;
+  }
+  return out;
+}
+
 function printReport(report: OfflineVerifyReport, io: Io, json: boolean): void {
   if (json) {
     io.stdout(`${JSON.stringify(report, null, 2)}\n`);
     return;
   }
-  for (const check of report.checks) io.stdout(`ok   ${check}\n`);
+  for (const check of report.checks) io.stdout(`ok   ${shown(check)}\n`);
   if (report.ok) {
     const signer = report.signed ? `signed by sha256:${report.signer ?? ''}${report.pinned ? ' (pinned)' : ' (not pinned: pass --pubkey)'}` : 'UNSIGNED';
-    io.stdout(`verified: task ${report.taskId ?? '?'} (${report.state ?? '?'}), ${report.members} members, ${signer}${report.replayed > 0 ? `, ${report.replayed} tool calls replayed` : ''}\n`);
+    io.stdout(`verified: task ${shown(report.taskId ?? '?')} (${shown(report.state ?? '?')}), ${report.members} members, ${signer}${report.replayed > 0 ? `, ${report.replayed} tool calls replayed` : ''}\n`);
   } else {
-    io.stdout(`BROKEN: ${report.failure?.member ?? '?'}: ${report.failure?.message ?? 'verification failed'}\n`);
+    io.stdout(`BROKEN: ${shown(report.failure?.member ?? '?')}: ${shown(report.failure?.message ?? 'verification failed')}\n`);
   }
 }
