@@ -41,6 +41,8 @@ export interface OfflineVerifyOptions {
   /** Replay every recorded tool call against this checkout. */
   replayRepo?: string;
   scratchRoot?: string;
+  /** The task the tarball must be the record of (verifying a task read from the database by id). */
+  taskId?: string;
 }
 
 export interface OfflineVerifyReport {
@@ -193,6 +195,9 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
   const manifest = canonicalMember(manifestMember, ManifestSchema);
   report.taskId = manifest.task_id;
   report.state = manifest.state;
+  if (options.taskId !== undefined && manifest.task_id !== options.taskId) {
+    throw new Broken(MANIFEST_MEMBER, `the stored tarball of task ${options.taskId} is the record of another task (${manifest.task_id})`);
+  }
   const listed = new Set<string>();
   for (const entry of manifest.members) {
     listed.add(entry.name);

@@ -80,7 +80,8 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   } else if (flag(args, 'repo') !== undefined) {
     throw usageError('--repo is only used with --replay');
   }
-  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}) });
+  // A task read by id from the database must be that task's record, not another one's moved in.
+  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}), ...(isFile ? {} : { taskId: target }) });
   printReport(report, io, has(args, 'json'));
   return report.ok ? 0 : 1;
 }

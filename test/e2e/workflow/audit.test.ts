@@ -183,6 +183,25 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(report.out).toMatch(/^BROKEN: attempts\/candidate-\d\.attempt-1\.replay\.json: .*repository changed since the run: (\.|src\/token-bucket\.js|src) \(call \d+, (read|grep|find|ls)\)/m);
     });
 
+    it("another task's signed tarball moved into a task's row does not verify as that task", async () => {
+      const other = (await d.submit()).taskId;
+      expect((await d.waitTerminal(other)).state).toBe('completed');
+      expect((await cli(['audit', 'verify', other, '--data', d.home])).code).toBe(0);
+      const db = await SqliteDb.open(join(d.home, 'fusion.db'), silentLogger());
+      try {
+        await db.run(
+          `UPDATE task_tarballs SET (sha256, bytes, manifest_sha256, signature, public_key_sha256, data) =
+             (SELECT sha256, bytes, manifest_sha256, signature, public_key_sha256, data FROM task_tarballs WHERE task_id = ?) WHERE task_id = ?`,
+          [taskId, other],
+        );
+      } finally {
+        await db.close();
+      }
+      const swapped = await cli(['audit', 'verify', other, '--data', d.home]);
+      expect(swapped.code).toBe(1);
+      expect(swapped.out).toMatch(/^BROKEN: manifest\.json: the stored tarball of task \S+ is the record of another task/m);
+    }, 120_000);
+
     it('a consistent rewrite of the answer and its digests no longer reads back as verified', async () => {
       const result = (await d.daemon.store.getResult(taskId))!;
       const forged = 'The refill is in src/other.js:1.\n';
