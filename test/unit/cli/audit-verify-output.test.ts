@@ -30,4 +30,17 @@ describe('fusion audit verify: text output of a hostile tarball', () => {
     expect(out).toMatch(/^BROKEN: x\\u000d\\u001b\[2Kverified/);
     expect(out.includes('\r') || out.includes('\u001b')).toBe(false);
   });
+
+  it('--replay without --repo does not replay over the directory an unpinned tarball names', async () => {
+    const file = join(dir, 'repo-dir.tar');
+    writeFileSync(file, await packMembers([{ name: 'task.json', data: Buffer.from(JSON.stringify({ repo_dir: '/' })) }]));
+    let out = '';
+    const io = { stdout: (t: string) => void (out += t), stderr: () => undefined, readStdin: () => '' };
+    await expect(runCli(['audit', 'verify', file, '--replay'], {}, io)).rejects.toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringMatching(/--replay without --repo uses the repository recorded in the tarball, trusted only with a pinned key/),
+    });
+    expect(out).toBe('');
+  });
 });
+
