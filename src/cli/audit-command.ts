@@ -66,9 +66,9 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   if (has(args, 'replay')) {
     replayRepo = flag(args, 'repo');
     if (replayRepo === undefined) {
-      // The recorded repository path is the tarball's word: trusted only when its signer is pinned,
-      // or a crafted tarball could point the replay at any directory of the auditor's machine.
-      if (publicKey === undefined) throw usageError('--replay without --repo uses the repository recorded in the tarball, trusted only with a pinned key: pass --pubkey FILE, or --repo DIR');
+      // The recorded repository path is the tarball's word: for a file, trusted only when its signer
+      // is pinned, or a crafted tarball could point the replay at any directory of the auditor's machine.
+      if (isFile && publicKey === undefined) throw usageError('--replay without --repo uses the repository recorded in the tarball, trusted only with a pinned key: pass --pubkey FILE, or --repo DIR');
       const task = readMembers(data).find((m) => m.name === 'task.json');
       let recorded: unknown;
       try {
