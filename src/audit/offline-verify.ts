@@ -41,6 +41,8 @@ export interface OfflineVerifyOptions {
   /** Replay every recorded tool call against this checkout. */
   replayRepo?: string;
   scratchRoot?: string;
+  /** The task the tarball must be the record of (verifying a task read from the database by id). */
+  taskId?: string;
 }
 
 export interface OfflineVerifyReport {
@@ -82,6 +84,20 @@ const SignatureSchema = z.strictObject({
   signature: z.string().min(1),
 });
 const TaskSchema = z.object({ task_id: z.string(), workflow: z.enum(['investigate', 'research']), state: z.string(), canonical_input_sha256: HEX64 });
+const ReplayRecordSchema = z.object({
+  schema_version: z.literal(REPLAY_RECORD_SCHEMA),
+  tools: z.array(z.string()),
+  backend: z.string(),
+  calls: z.array(z.object({
+    ordinal: z.number().int().min(0),
+    tool_name: z.string(),
+    arguments: z.string(),
+    result_sha256: z.string(),
+    status: z.enum(['ok', 'error']),
+    replayed_sha256: z.string(),
+    touched: z.record(z.string(), z.string()),
+  })),
+});
 const AttemptsSchema = z.array(z.object({ stage: z.string(), attempt: z.number().int().min(1), status: z.string(), tarball_sha256: HEX64.nullable() }));
 
 /** Parses a member that must be canonical JSON (one line + newline, as the sealer writes it). */
@@ -179,6 +195,9 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
   const manifest = canonicalMember(manifestMember, ManifestSchema);
   report.taskId = manifest.task_id;
   report.state = manifest.state;
+  if (options.taskId !== undefined && manifest.task_id !== options.taskId) {
+    throw new Broken(MANIFEST_MEMBER, `the stored tarball of task ${options.taskId} is the record of another task (${manifest.task_id})`);
+  }
   const listed = new Set<string>();
   for (const entry of manifest.members) {
     listed.add(entry.name);
@@ -216,7 +235,11 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
     }
     const dir = join(scratch, 'attempts', name);
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    for (const f of files) await writeFile(join(dir, f.name.slice(prefix.length)), f.data, { mode: 0o600 });
+    for (const f of files) {
+      // Attempt directories are flat: a nested name is no file the sealer writes.
+      if (f.name.slice(prefix.length).includes('/')) throw new Broken(f.name, `${f.name} is nested below the files of ${name}`);
+      await writeFile(join(dir, f.name.slice(prefix.length)), f.data, { mode: 0o600, flag: 'wx' });
+    }
     if (a.tarball_sha256 !== null) {
       const packed = await packAttempt(dir, join(dirname(dir), `${name}.tar`));
       if (packed.sha256 !== a.tarball_sha256) throw new Broken(files[0]!.name, `the files of ${name} differ from its sealed attempt tarball (sha256 ${a.tarball_sha256.slice(0, 12)}…)`);
@@ -239,7 +262,14 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
     const replayName = `attempts/${name}${REPLAY_RECORD_SUFFIX}`;
     const replayMember = byName.get(replayName);
     if (replayMember !== undefined) {
-      const record = jsonMember(replayMember, z.object({ schema_version: z.literal(REPLAY_RECORD_SCHEMA) }).passthrough()) as unknown as ReplayRecord;
+      const record = jsonMember(replayMember, ReplayRecordSchema) as ReplayRecord;
+      // The record must hold every repository call of the log (as the sealer writes it), so a
+      // record that leaves calls out cannot pass as a complete replay.
+      const expected = records.filter((r) => (CANDIDATE_TOOLS as readonly string[]).includes(r.tool_name)).map((r) => r.ordinal);
+      const got = record.calls.map((c) => c.ordinal);
+      if (expected.length !== got.length || expected.some((o, i) => got[i] !== o)) {
+        throw new Broken(replayName, `${replayName}: the record holds calls ${JSON.stringify(got)}, but the log's repository calls are ${JSON.stringify(expected)}`);
+      }
       const byOrdinal = new Map(records.map((r) => [r.ordinal, r]));
       for (const call of record.calls) {
         const logged = byOrdinal.get(call.ordinal);

@@ -3,7 +3,9 @@
  * only when the task tarball in the database carries a valid Ed25519 signature over its
  * manifest, and the signed manifest names the very answer and metadata being delivered. A
  * rewrite of the answer file together with every digest in the database then still fails: the
- * signed manifest keeps the original digests, and forging it needs the private key.
+ * signed manifest keeps the original digests, and forging it needs the private key. The signed
+ * manifest must name this task (and a completed state): a genuine signed tarball of another
+ * task, swapped in with that task's answer, is refused too.
  */
 import type { KeyObject } from 'node:crypto';
 import { sha256Hex } from '../contracts/canonical.js';
@@ -33,7 +35,7 @@ export function createResultSealCheck(store: Store, publicKey: KeyObject, now: (
     if (sha256Hex(sealed.data) !== sealed.sha256 || sealed.data.length !== sealed.bytes) throw invalid('task tarball digest mismatch');
     if (sealed.signature === null) throw invalid('the task tarball is not signed');
     if (!verifyManifestSignature(sealed.manifestSha256, sealed.signature, publicKey)) throw invalid('task tarball signature does not verify');
-    let manifest: { members?: Array<{ name: string; sha256: string }> };
+    let manifest: { task_id?: unknown; state?: unknown; members?: Array<{ name: string; sha256: string }> };
     try {
       const member = readMembers(sealed.data).find((m) => m.name === MANIFEST_MEMBER);
       if (member === undefined || sha256Hex(member.data) !== sealed.manifestSha256) throw new Error('manifest digest');
@@ -41,6 +43,9 @@ export function createResultSealCheck(store: Store, publicKey: KeyObject, now: (
     } catch {
       throw invalid('the signed manifest of the task tarball is unreadable');
     }
+    // The signature proves the key made this manifest; the manifest must also be this task's,
+    // or another task's signed tarball (with its answer) could be swapped in.
+    if (manifest.task_id !== task.id || manifest.state !== 'completed') throw invalid('the signed task tarball belongs to another task');
     const digestOf = (name: string): string | undefined => manifest.members?.find((m) => m.name === name)?.sha256;
     if (digestOf('result/answer.md') !== answerSha256) throw invalid('the answer differs from the signed task tarball');
     if (digestOf('result/metadata.json') !== sha256Hex(metadata)) throw invalid('the result metadata differs from the signed task tarball');

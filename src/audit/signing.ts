@@ -52,12 +52,12 @@ export function initSigningKey(home: string): SigningKey {
   if (exists(paths.privateKey)) {
     throw new FusionError('conflict', `a signing key already exists at ${paths.privateKey}; remove it first to replace it (older signatures will no longer verify)`);
   }
+  // Checked before anything is written: a refused init must not leave a private key behind.
+  if (exists(paths.publicKey)) throw new FusionError('conflict', `${paths.publicKey} exists without a private key; remove it first`);
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const publicPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
   writeExclusive(paths.privateKey, privatePem, 0o600);
-  // The public half may be replaced: it is derived from the private key on every load anyway.
-  if (exists(paths.publicKey)) throw new FusionError('conflict', `${paths.publicKey} exists without a private key; remove it first`);
   writeExclusive(paths.publicKey, publicPem, 0o644);
   fsyncDir(home);
   return { privateKey, publicKey, publicKeySha256: publicKeySha256(publicKey), publicKeyPem: publicPem };

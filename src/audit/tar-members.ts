@@ -37,10 +37,26 @@ export function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
-/** A member name the packer accepts: relative, `/`-separated, no `.`/`..` segment, no NUL. */
+/**
+ * A member name the packer accepts: relative, `/`-separated, no `.`/`..` segment, printable
+ * ASCII only (tar-fs writes a PAX header for any other name; no control character), and short enough for a plain ustar header (name ≤ 100 bytes, with a
+ * prefix ≤ 155 bytes split at a `/`): a longer one would need a PAX header, which the reader
+ * refuses, so the tarball could never be verified.
+ */
 export function isSafeMemberName(name: string): boolean {
-  if (name === '' || name.startsWith('/') || name.includes('\0') || name.includes('\\')) return false;
-  return name.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..');
+  if (name === '' || name.startsWith('/') || name.includes('\\') || /[^\u0020-\u007e]/.test(name)) return false;
+  if (!name.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..')) return false;
+  return fitsUstar(name);
+}
+
+function fitsUstar(name: string): boolean {
+  const bytes = Buffer.byteLength(name, 'utf8');
+  if (bytes <= 100) return true;
+  // Any `/` whose left part fits the prefix field and right part the name field.
+  for (let i = name.indexOf('/'); i !== -1; i = name.indexOf('/', i + 1)) {
+    if (Buffer.byteLength(name.slice(0, i), 'utf8') <= 155 && Buffer.byteLength(name.slice(i + 1), 'utf8') <= 100) return true;
+  }
+  return false;
 }
 
 /** Packs `members` (sorted by name here) into one deterministic tar. */

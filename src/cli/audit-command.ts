@@ -66,17 +66,42 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   if (has(args, 'replay')) {
     replayRepo = flag(args, 'repo');
     if (replayRepo === undefined) {
+      // The recorded repository path is the tarball's word: for a file, trusted only when its signer
+      // is pinned, or a crafted tarball could point the replay at any directory of the auditor's machine.
+      if (isFile && publicKey === undefined) throw usageError('--replay without --repo uses the repository recorded in the tarball, trusted only with a pinned key: pass --pubkey FILE, or --repo DIR');
       const task = readMembers(data).find((m) => m.name === 'task.json');
-      replayRepo = task === undefined ? undefined : (JSON.parse(task.data.toString('utf8')) as { repo_dir?: string }).repo_dir;
+      let recorded: unknown;
+      try {
+        recorded = task === undefined ? undefined : (JSON.parse(task.data.toString('utf8')) as { repo_dir?: unknown }).repo_dir;
+      } catch {
+        recorded = undefined;
+      }
+      replayRepo = typeof recorded === 'string' && recorded !== '' ? recorded : undefined;
       if (replayRepo === undefined) throw usageError('--replay needs --repo DIR (a checkout of the repository the task read)');
     }
     replayRepo = resolve(replayRepo);
   } else if (flag(args, 'repo') !== undefined) {
     throw usageError('--repo is only used with --replay');
   }
-  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}) });
+  // A task read by id from the database must be that task's record, not another one's moved in.
+  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}), ...(isFile ? {} : { taskId: target }) });
   printReport(report, io, has(args, 'json'));
   return report.ok ? 0 : 1;
+}
+
+/**
+ * Text from the tarball (member names, task id, messages quoting them) shown with control
+ * characters escaped: a crafted name must not move the cursor or rewrite a BROKEN line into
+ * something that reads like "verified" on the auditor's terminal.
+ */
+function shown(text: string): string {
+  let out = '';
+  for (const c of text) {
+    const code = c.codePointAt(0)!;
+    const control = code < 0x20 || (code >= 0x7f && code <= 0x9f) || code === 0x2028 || code === 0x2029;
+    out += control ? `\\u${code.toString(16).padStart(4, '0')}` : c;
+  }
+  return out;
 }
 
 function printReport(report: OfflineVerifyReport, io: Io, json: boolean): void {
@@ -84,11 +109,11 @@ function printReport(report: OfflineVerifyReport, io: Io, json: boolean): void {
     io.stdout(`${JSON.stringify(report, null, 2)}\n`);
     return;
   }
-  for (const check of report.checks) io.stdout(`ok   ${check}\n`);
+  for (const check of report.checks) io.stdout(`ok   ${shown(check)}\n`);
   if (report.ok) {
     const signer = report.signed ? `signed by sha256:${report.signer ?? ''}${report.pinned ? ' (pinned)' : ' (not pinned: pass --pubkey)'}` : 'UNSIGNED';
-    io.stdout(`verified: task ${report.taskId ?? '?'} (${report.state ?? '?'}), ${report.members} members, ${signer}${report.replayed > 0 ? `, ${report.replayed} tool calls replayed` : ''}\n`);
+    io.stdout(`verified: task ${shown(report.taskId ?? '?')} (${shown(report.state ?? '?')}), ${report.members} members, ${signer}${report.replayed > 0 ? `, ${report.replayed} tool calls replayed` : ''}\n`);
   } else {
-    io.stdout(`BROKEN: ${report.failure?.member ?? '?'}: ${report.failure?.message ?? 'verification failed'}\n`);
+    io.stdout(`BROKEN: ${shown(report.failure?.member ?? '?')}: ${shown(report.failure?.message ?? 'verification failed')}\n`);
   }
 }

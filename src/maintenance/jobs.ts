@@ -2,7 +2,7 @@
  * The maintenance jobs themselves (scheduled by scheduler.ts). Each returns a summary that the
  * scheduler logs; none of them ever touches a task this daemon is running.
  */
-import { lstatSync, readdirSync, rmSync, rmdirSync, statSync, readFileSync, renameSync, unlinkSync, type Stats } from 'node:fs';
+import { closeSync, constants, lstatSync, openSync, readdirSync, rmSync, rmdirSync, statSync, readFileSync, renameSync, unlinkSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -90,6 +90,9 @@ export async function runBackup(input: BackupInput): Promise<{ file: string; byt
   const partial = `${file}.partial`;
   rmSync(partial, { force: true });
   try {
+    // A backup is the whole database: private like it (0600, never wider whatever the umask or
+    // the directory's mode). Created here first, so the copy never exists with wider permissions.
+    closeSync(openSync(partial, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600));
     await input.store.backupTo(partial);
     // Only a finished copy gets a backup's name.
     renameSync(partial, file);

@@ -178,8 +178,10 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       case 'tools/list':
         return reply({ tools: MCP_TOOLS });
       case 'tools/call': {
-        const name = String(req.params?.name ?? '');
-        if (!isToolName(name)) return fail(-32602, `unknown tool ${name}`);
+        const rawName: unknown = req.params?.name;
+        // Only a string names a tool: String() of a crafted object can throw.
+        const name = typeof rawName === 'string' ? rawName : '';
+        if (!isToolName(name)) return fail(-32602, `unknown tool ${name.slice(0, 100)}`);
         const abort = new AbortController();
         if (req.id !== undefined && req.id !== null) inflight.set(req.id, abort);
         try {
@@ -218,7 +220,12 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       if (typeof req === 'object' && req !== null && 'id' in req && !('result' in req || 'error' in req)) send({ id: (req as { id?: unknown }).id ?? null, error: { code: -32600, message: 'invalid request: method must be a string' } });
       continue;
     }
-    pending.push(handle(req));
+    // A handler must never reject: an unhandled rejection would end the whole session.
+    pending.push(
+      handle(req).catch(() => {
+        if (req.id !== undefined) send({ id: req.id ?? null, error: { code: -32603, message: 'internal error' } });
+      }),
+    );
   }
   await Promise.allSettled(pending);
   session.abort();

@@ -83,6 +83,9 @@ import { closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, write
  * device swapped in after a listing is never followed or read), copied from that descriptor
  * into a new 0600 file, and the total is capped so a child cannot fill the data disk.
  */
+/** File names collected from a sandbox's output directory (fit a plain ustar header). */
+export const PLAIN_OUTPUT_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$/;
+
 export function collectOutputs(outDir: string, destDir: string, maxTotalBytes: number): { files: string[]; skipped: string[] } {
   mkdirSync(destDir, { recursive: true, mode: 0o700 });
   const files: string[] = [];
@@ -90,6 +93,13 @@ export function collectOutputs(outDir: string, destDir: string, maxTotalBytes: n
   let total = 0;
   const names = readdirSync(outDir).sort().slice(0, MAX_OUTPUT_FILES);
   for (const name of names) {
+    // The child names its files: only plain names are kept. A long or non-ASCII name would need
+    // a PAX header in the task tarball (which its strict reader refuses, so one stray file would
+    // make the whole task unverifiable), and control characters would reach terminals.
+    if (!PLAIN_OUTPUT_NAME.test(name)) {
+      skipped.push(name);
+      continue;
+    }
     let fd: number;
     try {
       fd = openSync(join(outDir, name), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);

@@ -140,6 +140,36 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(viaCli.out).toMatch(/^BROKEN: signature\.json: the tarball is signed by key/m);
     }, 120_000);
 
+    it('a re-signed tarball whose replay record leaves calls out, is malformed, or has a nested attempt file fails naming the member', async () => {
+      const { buildManifest, MANIFEST_MEMBER, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } = await import('../../../src/audit/task-tarball.js');
+      const { signManifestDigest } = await import('../../../src/audit/signing.js');
+      // Even a signer (here a second key, pinned) cannot make these pass.
+      const signer = initSigningKey(mkdtempSync(join(scratch, 'resign-key-')));
+      const body = readMembers(readFileSync(file)).filter((m) => m.name !== MANIFEST_MEMBER && m.name !== SIGNATURE_MEMBER).map(({ name, data }) => ({ name, data }));
+      const resign = async (members: Array<{ name: string; data: Buffer }>): Promise<Buffer> => {
+        const manifest = buildManifest(taskId, 'completed', members);
+        const manifestSha256 = sha256Hex(manifest);
+        const sig = { schema_version: SIGNATURE_SCHEMA, algorithm: 'ed25519', manifest_sha256: manifestSha256, public_key_sha256: signer.publicKeySha256, public_key: signer.publicKeyPem, signature: signManifestDigest(manifestSha256, signer.privateKey) };
+        return packMembers([...members, { name: MANIFEST_MEMBER, data: manifest }, { name: SIGNATURE_MEMBER, data: Buffer.from(`${canonicalJson(sig)}\n`) }]);
+      };
+      const recordName = body.find((m) => m.name.endsWith('.replay.json'))!.name;
+      const withRecord = (edit: (r: Record<string, unknown>) => unknown) =>
+        body.map((m) => (m.name === recordName ? { name: m.name, data: Buffer.from(JSON.stringify(edit(JSON.parse(m.data.toString('utf8')) as Record<string, unknown>))) } : m));
+      expect((await verifyTaskTarball(await resign(body), { publicKey: signer.publicKey })).ok).toBe(true);
+
+      const dropped = await verifyTaskTarball(await resign(withRecord((r) => ({ ...r, calls: [] }))), { publicKey: signer.publicKey });
+      expect(dropped.ok).toBe(false);
+      expect(dropped.failure?.member).toBe(recordName);
+      expect(dropped.failure?.message).toMatch(/the record holds calls \[\], but the log's repository calls are/);
+
+      const malformed = await verifyTaskTarball(await resign(withRecord((r) => ({ ...r, calls: 5 }))), { publicKey: signer.publicKey });
+      expect(malformed.failure?.member).toBe(recordName);
+
+      const attemptDir = recordName.replace(/\.replay\.json$/, '/');
+      const nested = await verifyTaskTarball(await resign([...body, { name: `${attemptDir}sub/x`, data: Buffer.from('x') }]), { publicKey: signer.publicKey });
+      expect(nested.failure?.member).toBe(`${attemptDir}sub/x`);
+    }, 120_000);
+
     it('replay against a changed repository says so instead of raising a false alarm', async () => {
       const copy = mkdtempSync(join(scratch, 'repo-'));
       const { cpSync } = await import('node:fs');
@@ -152,6 +182,25 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       // tree it searched (a whole-repository grep names `.`).
       expect(report.out).toMatch(/^BROKEN: attempts\/candidate-\d\.attempt-1\.replay\.json: .*repository changed since the run: (\.|src\/token-bucket\.js|src) \(call \d+, (read|grep|find|ls)\)/m);
     });
+
+    it("another task's signed tarball moved into a task's row does not verify as that task", async () => {
+      const other = (await d.submit()).taskId;
+      expect((await d.waitTerminal(other)).state).toBe('completed');
+      expect((await cli(['audit', 'verify', other, '--data', d.home])).code).toBe(0);
+      const db = await SqliteDb.open(join(d.home, 'fusion.db'), silentLogger());
+      try {
+        await db.run(
+          `UPDATE task_tarballs SET (sha256, bytes, manifest_sha256, signature, public_key_sha256, data) =
+             (SELECT sha256, bytes, manifest_sha256, signature, public_key_sha256, data FROM task_tarballs WHERE task_id = ?) WHERE task_id = ?`,
+          [taskId, other],
+        );
+      } finally {
+        await db.close();
+      }
+      const swapped = await cli(['audit', 'verify', other, '--data', d.home]);
+      expect(swapped.code).toBe(1);
+      expect(swapped.out).toMatch(/^BROKEN: manifest\.json: the stored tarball of task \S+ is the record of another task/m);
+    }, 120_000);
 
     it('a consistent rewrite of the answer and its digests no longer reads back as verified', async () => {
       const result = (await d.daemon.store.getResult(taskId))!;
@@ -192,6 +241,23 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       const members = readMembers((await d.daemon.store.getTaskTarball(taskId))!.data);
       const error = JSON.parse(members.find((m) => m.name === 'error.json')!.data.toString('utf8')) as { code: string };
       expect(error.code).toBe('model_error');
+    }, 120_000);
+
+    it('a child leaving a file whose name needs a PAX header cannot make its task unverifiable', async () => {
+      d = await startE2EDaemon({
+        prepareHome: (home) => void initSigningKey(home),
+        hooks: {
+          afterExit: (spec) => {
+            if (spec.label === 'candidate-1.attempt-1') writeFileSync(join(spec.outDir, 'a'.repeat(150)), 'stray\n');
+          },
+        },
+      });
+      const { taskId } = await d.submit();
+      expect((await d.waitTerminal(taskId)).state).toBe('completed');
+      const result = (await d.client.call('GET', `/v1/tasks/${taskId}/result`)) as { signed?: boolean };
+      expect(result.signed).toBe(true);
+      const { verify } = await exportAndVerify(d, taskId, 'pax-name');
+      expect(verify.code, verify.out).toBe(0);
     }, 120_000);
 
     it('a cancelled task is sealed and verifies', async () => {

@@ -3,7 +3,7 @@
  * deletes a task whose run is in flight, the stale-task sweep fails only orphaned tasks, backups
  * rotate, and the reaper removes stale scratch and staging directories but not a live one.
  */
-import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
@@ -83,6 +83,15 @@ describe('backup', () => {
     } finally {
       await copy.close();
     }
+  });
+});
+
+describe('backup file mode', () => {
+  it('a backup is private (0600) like the database, under the usual umask and in an open directory', async () => {
+    const dir = join(tmp.dir, 'backups-mode');
+    mkdirSync(dir, { mode: 0o755 });
+    const { file } = await runBackup({ store, dir, keep: 2, log: silentLogger() });
+    expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 });
 

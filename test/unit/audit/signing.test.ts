@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -30,6 +30,13 @@ describe('Ed25519 task tarball signing', () => {
     expect(loadSigningKey(h)).toBeNull();
     initSigningKey(h);
     expect(() => initSigningKey(h)).toThrow(/already exists/);
+  });
+
+  it('a refused init (public key path already taken, e.g. a symlink) leaves no private key behind', () => {
+    const h = home();
+    symlinkSync(join(h, 'elsewhere.pem'), signingKeyPaths(h).publicKey);
+    expect(() => initSigningKey(h)).toThrow(/exists without a private key/);
+    expect(loadSigningKey(h)).toBeNull();
   });
 
   it('refuses a private key readable by others', () => {

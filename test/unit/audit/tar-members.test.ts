@@ -32,4 +32,13 @@ describe('deterministic member tarballs', () => {
     expect(() => readMembers(bad)).toThrow(/checksum mismatch/);
     expect(() => readMembers(tar.subarray(0, read[1]!.end))).toThrow(/truncated/);
   });
+
+  it('refuses names that would need a PAX header (which the reader refuses) or hold control characters', async () => {
+    const dir = 'attempts/candidate-1.attempt-1/';
+    const ok = await packMembers([{ name: `${dir}${'a'.repeat(100)}`, data: Buffer.from('x') }]);
+    expect(readMembers(ok).map((m) => m.name)).toEqual([`${dir}${'a'.repeat(100)}`]);
+    for (const name of [`${dir}${'a'.repeat(101)}`, `${dir}${'é'.repeat(20)}`, `${dir}x\u001b[2Ky`, 'a'.repeat(101)]) {
+      await expect(packMembers([{ name, data: Buffer.from('x') }]), JSON.stringify(name)).rejects.toThrow(/unsafe tar member name/);
+    }
+  });
 });

@@ -29,6 +29,18 @@ describe('collectOutputs (security review: never follow what a child left in /ou
     expect(existsSync(join(dest, 'link.md'))).toBe(false);
   });
 
+  it('skips names that could not be a plain ustar member of the task tarball (long, non-ASCII, control characters)', () => {
+    const { out, dest } = dirs();
+    const long = 'a'.repeat(150);
+    const wide = 'é'.repeat(20);
+    const escape = 'x\u001b[2Ky';
+    for (const name of ['answer.md', 'candidate-1.attempt-1.tool-calls.jsonl.seal.json', long, wide, escape, '.hidden']) writeFileSync(join(out, name), 'x');
+    const r = collectOutputs(out, dest, 1 << 20);
+    expect(r.files.sort()).toEqual(['answer.md', 'candidate-1.attempt-1.tool-calls.jsonl.seal.json']);
+    expect(r.skipped.sort()).toEqual([long, wide, escape, '.hidden'].sort());
+    expect(existsSync(join(dest, long))).toBe(false);
+  });
+
   it('stops at the byte cap', () => {
     const { out, dest } = dirs();
     writeFileSync(join(out, 'a'), Buffer.alloc(600));
