@@ -75,6 +75,8 @@ export interface DaemonOverrides {
   maintenance?: Partial<MaintenanceConfig>;
   /** cgroup roots the reaper searches (default /sys/fs/cgroup). */
   cgroupRoots?: string[];
+  /** Test seam: wraps the opened store (the chaos tests stop the process at a chosen write). */
+  wrapStore?: <T extends Store>(store: T) => T;
 }
 
 export interface Daemon {
@@ -117,7 +119,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   await assertNoLiveDaemon(config.socketPath);
   // A signing key readable by others is a start-up error, not a silent unsigned run.
   const signingKey = loadSigningKey(config.home);
-  const store = await openSqliteStore({ file: paths.dbFile, log });
+  const opened = await openSqliteStore({ file: paths.dbFile, log });
+  const store = overrides.wrapStore ? overrides.wrapStore(opened) : opened;
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
   const isRoot = process.getuid?.() === 0;
@@ -234,6 +237,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   });
   const recovered = await tasks.recover();
   if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
+  const resealed = await tasks.sealUnsealed();
+  if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
 
   const maint = maintenanceConfig(config.home, overrides.env ?? {}, overrides.maintenance);
   mkdirSync(maint.backupDir, { recursive: true, mode: 0o700 });

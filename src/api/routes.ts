@@ -24,6 +24,7 @@ import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
 import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
+import { assertStrictRequest } from './request-guard.js';
 
 export interface ApiContext {
   tasks: TaskService;
@@ -70,7 +71,9 @@ export function createApiHandler(ctx: ApiContext): (req: IncomingMessage, res: S
   const log = ctx.log.child({ component: 'api' });
   return (req, res) => {
     const started = Date.now();
-    route(ctx, req, res)
+    Promise.resolve()
+      .then(() => assertStrictRequest(req))
+      .then(() => route(ctx, req, res))
       .catch((err: unknown) => {
         const fe = sendError(res, err);
         if (fe.httpStatus >= 500) log.error({ code: fe.code, err: fe.message, url: req.url }, 'request failed');

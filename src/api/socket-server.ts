@@ -7,6 +7,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { FusionError } from '../errors.js';
+import { STRICT_SERVER_OPTIONS, installClientErrorEnvelope } from './request-guard.js';
 
 function socketAnswers(path: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -37,7 +38,8 @@ export async function listenOnSocket(path: string, handler: RequestListener): Pr
     if (await socketAnswers(path)) throw new FusionError('invalid_config', `another daemon already answers on ${path}; stop it or choose another --socket/--data`);
     unlinkSync(path);
   }
-  const server = createServer(handler);
+  const server = createServer(STRICT_SERVER_OPTIONS, handler);
+  installClientErrorEnvelope(server);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

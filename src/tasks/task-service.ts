@@ -170,6 +170,19 @@ export class TaskService {
     return { resumed, failed };
   }
 
+  /**
+   * Seals the terminal tasks a killed daemon left unsealed (it died between the commit and the
+   * seal): every terminal task ends with its tarball, whenever the daemon stopped.
+   */
+  async sealUnsealed(limit = 1000): Promise<string[]> {
+    const sealed: string[] = [];
+    for (const task of await this.deps.store.listUnsealedTerminalTasks(limit)) {
+      await this.terminalHook(task.id);
+      sealed.push(task.id);
+    }
+    return sealed;
+  }
+
   /** Stops accepting work, aborts running tasks (they stay non-terminal for recovery), waits for them. */
   async shutdown(): Promise<void> {
     this.accepting = false;
