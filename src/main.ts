@@ -36,6 +36,7 @@ import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
 import { sealTask } from './audit/task-tarball.js';
+import { assertFreeSpace } from './tasks/free-space.js';
 import { createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
@@ -102,7 +103,15 @@ export function buildConfig(input: DaemonConfigInput): DaemonConfig {
 
 /** Creates the data directory 0700 (and tightens an existing one that is group/world accessible). */
 function prepareHome(home: string, log: Logger): void {
-  mkdirSync(home, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    if (!statSync(home).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+  } catch (err) {
+    // Name the path and the problem (a file given as --data, no permission, a read-only disk).
+    const code = (err as NodeJS.ErrnoException).code;
+    const problem = code === 'EEXIST' || code === 'ENOTDIR' ? 'exists and is not a directory (or a parent is a file)' : code === 'EACCES' || code === 'EPERM' ? 'cannot be created or opened: permission denied' : code === 'EROFS' ? 'is on a read-only filesystem' : `cannot be created (${code ?? (err as Error).message})`;
+    throw new FusionError('invalid_config', `data directory ${home} ${problem}; choose another with --data or FUSION_HOME`, { details: { field: 'data', path: home } });
+  }
   const mode = statSync(home).mode & 0o777;
   if (mode !== 0o700) {
     log.warn({ home, mode: mode.toString(8) }, 'data directory was not 0700; tightening it');
@@ -234,6 +243,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     // A bad model override is an input error at submit time, before anything exists.
     preflightOptions: (options) => rosterFor(options).budget,
     onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
+    admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
+    assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
   });
   const recovered = await tasks.recover();
   if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');

@@ -85,6 +85,9 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 
 export function sendError(res: ServerResponse, err: unknown): FusionError {
   const fe = toFusionError(err);
+  // busy / storage_full say when to come back (RFC 9110 Retry-After, seconds).
+  const retryAfter = fe.details.retryAfterSeconds;
+  if (!res.headersSent && typeof retryAfter === 'number') res.setHeader('retry-after', String(retryAfter));
   if (!res.headersSent) sendJson(res, fe.httpStatus, fe.toEnvelope());
   else res.end();
   return fe;

@@ -95,8 +95,8 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
 
   // Stage 1: candidates.
   let candidates: CandidateAnswer[];
-  if (state === 'initializing' || state === 'candidates_running') {
-    if (state === 'initializing') await control.transition('candidates_running');
+  if (state === 'initializing' || state === 'queued' || state === 'candidates_running') {
+    if (state !== 'candidates_running') await control.transition('candidates_running');
     // On resume only the candidates without a committed success run again; the attempts of
     // the interrupted run that no checkpoint names are dropped from the result's list.
     const finished = await finishedCandidates(run);
