@@ -45,7 +45,9 @@ export async function listenOnSocket(path: string, handler: RequestListener): Pr
     server.once('error', reject);
     const previous = process.umask(0o177);
     try {
-      server.listen(path, () => {
+      // A flood of clients connecting at once must wait in the backlog, not fail with EAGAIN
+      // (Node's default is 511; the kernel caps it at net.core.somaxconn).
+      server.listen({ path, backlog: 4096 }, () => {
         server.off('error', reject);
         resolve();
       });
