@@ -36,7 +36,7 @@ import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
 import { sealTask } from './audit/task-tarball.js';
-import { assertFreeSpace } from './tasks/free-space.js';
+import { assertFreeSpace, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
 import { createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
@@ -246,10 +246,23 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
     assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
   });
-  const recovered = await tasks.recover();
-  if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
-  const resealed = await tasks.sealUnsealed();
-  if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
+  // On a full disk the daemon starts read-only (issue 16): status and results are served;
+  // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so
+  // an interrupted task is not failed for want of a write (it resumes at the next start).
+  const startFree = freeBytesOrUndefined(config.home);
+  const readOnly = startFree !== undefined && startFree < config.storageReserveBytes;
+  if (readOnly) {
+    log.warn(
+      { home: config.home, freeBytes: startFree, reserveBytes: config.storageReserveBytes },
+      'the disk holding the data directory is full: starting read-only (status and results are readable; no task is accepted or resumed until space is freed and the daemon restarted)',
+    );
+    tasks.setReadOnly(`the daemon started read-only because the disk holding ${config.home} was full; free space and restart it`);
+  } else {
+    const recovered = await tasks.recover();
+    if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
+    const resealed = await tasks.sealUnsealed();
+    if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
+  }
 
   const maint = maintenanceConfig(config.home, overrides.env ?? {}, overrides.maintenance);
   mkdirSync(maint.backupDir, { recursive: true, mode: 0o700 });
@@ -287,7 +300,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         return { ok: false, reason: (err as Error).message };
       }
     },
-    health: createHealthFacts({
+    health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
       database: async () => {
         const p = await store.pragmas();
         return { file: store.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
@@ -296,7 +309,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       queue: () => ({ queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),
       sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
-    }),
+    })),
     metrics: createMetricsEndpoint(store),
     runMaintenance: (job) => {
       if (!['retention', 'reaper', 'stale-sweep', 'backup'].includes(job)) {

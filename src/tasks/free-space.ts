@@ -25,3 +25,16 @@ export function assertFreeSpace(dir: string, reserveBytes: number): void {
     });
   }
 }
+
+export function freeBytesOrUndefined(dir: string): number | undefined {
+  try {
+    return freeBytes(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Adds `readOnly` and the disk's free space to the health facts. */
+export function withStorageFacts(dir: string, reserveBytes: number, readOnly: boolean, facts: () => Promise<Record<string, unknown>>): () => Promise<Record<string, unknown>> {
+  return async () => ({ ...(await facts()), readOnly, storage: { freeBytes: freeBytesOrUndefined(dir) ?? null, reserveBytes } });
+}

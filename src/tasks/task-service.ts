@@ -66,6 +66,8 @@ type AbortReason = 'cancel' | 'shutdown';
 export class TaskService {
   private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void> }>();
   private accepting = true;
+  /** Set when the daemon started on a full disk: why nothing is accepted. */
+  private readOnlyReason: string | undefined;
   private readonly log: Logger;
   /** Tasks admitted but not started yet, per caller (reserved synchronously, so a flood cannot overshoot). */
   private readonly waiting = new Map<string, number>();
@@ -100,6 +102,7 @@ export class TaskService {
     const plan = planBudget(Buffer.byteLength(canonicalText), budget);
     assertForecastWithinBudget(plan);
     // No receipt when the commit could not be durable, nor when too many tasks already wait.
+    if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
     this.deps.assertStorage?.();
     const caller = req.caller ?? 'local';
     this.admit(caller);
@@ -276,6 +279,11 @@ export class TaskService {
       // The task still runs in its turn; only the visible state is missing.
       this.log.warn({ taskId, err: toFusionError(err) }, 'could not mark the task queued');
     }
+  }
+
+  /** Read-only mode (a start on a full disk): every submit is refused with storage_full and this reason. */
+  setReadOnly(reason: string): void {
+    this.readOnlyReason = reason;
   }
 
   /** Tasks waiting for a run slot now (health, metrics). */

@@ -78,8 +78,24 @@ maybe('a full disk is a state, not a bug (16 MiB tmpfs)', () => {
     const list = (await d.client.call('GET', '/v1/tasks')) as Json;
     expect(list.tasks).toHaveLength(1);
 
+    // A daemon restarted on the full disk starts read-only, says so, and still serves results.
+    await stopDaemon(d, 'SIGKILL');
+    d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });
+    for (let i = 0; i < 40 && !/starting read-only/.test(d.stderr()); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(d.stderr()).toMatch(/disk holding the data directory is full: starting read-only/);
+    const health = (await d.client.call('GET', '/v1/health')) as Json;
+    expect(health.readOnly).toBe(true);
+    const afterRestart = await d.client.raw('GET', `/v1/tasks/${String(receipt.taskId)}/result`);
+    expect(afterRestart.status, JSON.stringify(afterRestart.body)).toBe(200);
+    expect((afterRestart.body as Json).answer.text).toContain('stub answer');
+    const refusedRo = await d.client.raw('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT });
+    expect(refusedRo.status).toBe(507);
+    expect((refusedRo.body as Json).error.message).toMatch(/read-only/);
+    await stopDaemon(d);
+
     // With space again, submits are accepted again (storage_full is retryable).
     unlinkSync(filler);
+    d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });
     const again = await d.client.raw('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT });
     expect(again.status).toBe(202);
   }, 60_000);
