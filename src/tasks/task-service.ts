@@ -64,7 +64,7 @@ export interface SubmitRequest {
 type AbortReason = 'cancel' | 'shutdown';
 
 export class TaskService {
-  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void> }>();
+  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void>; started: boolean }>();
   private accepting = true;
   /** Set when the daemon started on a full disk: why nothing is accepted. */
   private readOnlyReason: string | undefined;
@@ -176,7 +176,8 @@ export class TaskService {
       const entry = this.controllers.get(taskId);
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
-        await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
+        // A task still waiting for its run slot has no sandbox to wait for.
+        if (entry.started) await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
       }
       // Sealed once its runs have stopped, so the tarball holds what they left.
       await this.terminalHook(taskId);
@@ -234,8 +235,10 @@ export class TaskService {
     const ac = new AbortController();
     let release!: () => void;
     const settled = new Promise<void>((r) => (release = r));
-    this.controllers.set(task.id, { ac, settled });
+    const entry = { ac, settled, started: false };
+    this.controllers.set(task.id, entry);
     this.deps.dispatcher.dispatch(task.id, async () => {
+      entry.started = true;
       onStart();
       const started = Date.now();
       try {

@@ -81,7 +81,7 @@ const CASES: Case[] = [
   { name: 'mid candidate stage (all three sleeping)', killAt: 'none', delays: '60000,60000,60000', ranOnce: [], externalAfterEnter: 3 },
   { name: 'after initializing → candidates_running', killAt: 'transition:candidates_running', delays: '0,0,0', ranOnce: [] },
   { name: 'after one candidate succeeded', killAt: 'checkpoint:candidate-1', delays: '0,60000,60000', ranOnce: ['candidate-1'] },
-  { name: 'after two candidates succeeded', killAt: 'checkpoint:candidate-3', delays: '0,60000,0', ranOnce: ['candidate-1', 'candidate-3'] },
+  { name: 'after two candidates succeeded', killAt: 'checkpoint:candidate-1+candidate-3', delays: '0,60000,0', ranOnce: ['candidate-1', 'candidate-3'] },
   { name: 'after candidates_complete', killAt: 'transition:candidates_complete', delays: '0,0,0', ranOnce: ['candidate-1', 'candidate-2', 'candidate-3'] },
   { name: 'after candidates_complete → evaluating', killAt: 'transition:evaluating', delays: '0,0,0', ranOnce: ['candidate-1', 'candidate-2', 'candidate-3'] },
   { name: 'after the evaluation checkpoint', killAt: 'checkpoint:evaluation', delays: '0,0,0', ranOnce: ['candidate-1', 'candidate-2', 'candidate-3', 'evaluator'] },
