@@ -36,6 +36,7 @@ import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
 import { sealTask } from './audit/task-tarball.js';
+import { assertFreeSpace, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
 import { createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
@@ -92,6 +93,8 @@ export interface DaemonOverrides {
   researchQueue?: Pick<QueueDispatchOptions, 'add' | 'addTimeoutMs'>;
   /** How often an active research run checks for a cancel made through another daemon. */
   researchCancelPollMs?: number;
+  /** Test seam: wraps the opened store (the chaos tests stop the process at a chosen write). */
+  wrapStore?: <T extends Store>(store: T) => T;
 }
 
 export interface Daemon {
@@ -129,7 +132,15 @@ export function buildConfig(input: DaemonConfigInput): DaemonConfig {
 
 /** Creates the data directory 0700 (and tightens an existing one that is group/world accessible). */
 function prepareHome(home: string, log: Logger): void {
-  mkdirSync(home, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    if (!statSync(home).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+  } catch (err) {
+    // Name the path and the problem (a file given as --data, no permission, a read-only disk).
+    const code = (err as NodeJS.ErrnoException).code;
+    const problem = code === 'EEXIST' || code === 'ENOTDIR' ? 'exists and is not a directory (or a parent is a file)' : code === 'EACCES' || code === 'EPERM' ? 'cannot be created or opened: permission denied' : code === 'EROFS' ? 'is on a read-only filesystem' : `cannot be created (${code ?? (err as Error).message})`;
+    throw new FusionError('invalid_config', `data directory ${home} ${problem}; choose another with --data or FUSION_HOME`, { details: { field: 'data', path: home } });
+  }
   const mode = statSync(home).mode & 0o777;
   if (mode !== 0o700) {
     log.warn({ home, mode: mode.toString(8) }, 'data directory was not 0700; tightening it');
@@ -146,7 +157,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   await assertNoLiveDaemon(config.socketPath);
   // A signing key readable by others is a start-up error, not a silent unsigned run.
   const signingKey = loadSigningKey(config.home);
-  const store = await openSqliteStore({ file: paths.dbFile, log });
+  const opened = await openSqliteStore({ file: paths.dbFile, log });
+  const store = overrides.wrapStore ? overrides.wrapStore(opened) : opened;
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
   const isRoot = process.getuid?.() === 0;
@@ -319,9 +331,26 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     // A bad model override is an input error at submit time, before anything exists.
     preflightOptions: (options) => rosterFor(options).budget,
     onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
+    admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
+    assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
   });
-  const recovered = await tasks.recover();
-  if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
+  // On a full disk the daemon starts read-only (issue 16): status and results are served;
+  // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so
+  // an interrupted task is not failed for want of a write (it resumes at the next start).
+  const startFree = freeBytesOrUndefined(config.home);
+  const readOnly = startFree !== undefined && startFree < config.storageReserveBytes;
+  if (readOnly) {
+    log.warn(
+      { home: config.home, freeBytes: startFree, reserveBytes: config.storageReserveBytes },
+      'the disk holding the data directory is full: starting read-only (status and results are readable; no task is accepted or resumed until space is freed and the daemon restarted)',
+    );
+    tasks.setReadOnly(`the daemon started read-only because the disk holding ${config.home} was full; free space and restart it`);
+  } else {
+    const recovered = await tasks.recover();
+    if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
+    const resealed = await tasks.sealUnsealed();
+    if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
+  }
 
   const maint = maintenanceConfig(config.home, overrides.env ?? {}, overrides.maintenance);
   mkdirSync(maint.backupDir, { recursive: true, mode: 0o700 });
@@ -359,7 +388,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         return { ok: false, reason: (err as Error).message };
       }
     },
-    health: createHealthFacts({
+    health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
       database: async () => {
         const p = await store.pragmas();
         return { file: store.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
@@ -368,7 +397,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       queue: () => ({ queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),
       sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
-    }),
+    })),
     metrics: createMetricsEndpoint(store),
     runMaintenance: (job) => {
       if (!['retention', 'reaper', 'stale-sweep', 'backup'].includes(job)) {

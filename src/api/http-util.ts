@@ -16,13 +16,56 @@ export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYT
     if (total > maxBytes) throw new FusionError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { details: { maxBytes } });
     chunks.push(buf);
   }
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (text.trim() === '') return {};
+  const bytes = Buffer.concat(chunks);
+  let text: string;
+  let badUtf8 = false;
   try {
-    return JSON.parse(text) as unknown;
+    text = STRICT_UTF8.decode(bytes);
+  } catch {
+    // Never silently replaced: decoded leniently only to name the field that holds the bad bytes.
+    badUtf8 = true;
+    text = bytes.toString('utf8');
+  }
+  if (text.trim() === '') return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
   } catch (err) {
+    if (badUtf8) throw new FusionError('invalid_input', 'request body is not valid UTF-8', { details: { field: 'body' } });
     throw new FusionError('invalid_input', `request body is not valid JSON: ${(err as Error).message}`, { details: { field: 'body' } });
   }
+  if (badUtf8) {
+    const field = findString(value, (s) => s.includes('\uFFFD')) ?? 'body';
+    throw new FusionError('invalid_input', `${field} is not valid UTF-8`, { details: { field } });
+  }
+  // A NUL cannot be told from a C string's end by whatever reads the text next (files, argv, SQLite).
+  const nul = findString(value, (s) => s.includes('\u0000'));
+  if (nul !== undefined) throw new FusionError('invalid_input', `${nul} contains a NUL character`, { details: { field: nul } });
+  return value;
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** The dotted path of the first string (value or key) matching `bad`, if any. */
+function findString(value: unknown, bad: (s: string) => boolean, path = ''): string | undefined {
+  const name = (p: string): string => p || 'body';
+  if (typeof value === 'string') return bad(value) ? name(path) : undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const hit = findString(value[i], bad, path === '' ? String(i) : `${path}.${i}`);
+      if (hit !== undefined) return hit;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      const here = path === '' ? k : `${path}.${k}`;
+      if (bad(k)) return name(here);
+      const hit = findString(v, bad, here);
+      if (hit !== undefined) return hit;
+    }
+  }
+  return undefined;
 }
 
 /** Parses with a closed zod schema and reports every issue with its path. */
@@ -42,6 +85,9 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 
 export function sendError(res: ServerResponse, err: unknown): FusionError {
   const fe = toFusionError(err);
+  // busy / storage_full say when to come back (RFC 9110 Retry-After, seconds).
+  const retryAfter = fe.details.retryAfterSeconds;
+  if (!res.headersSent && typeof retryAfter === 'number') res.setHeader('retry-after', String(retryAfter));
   if (!res.headersSent) sendJson(res, fe.httpStatus, fe.toEnvelope());
   else res.end();
   return fe;

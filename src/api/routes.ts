@@ -30,6 +30,7 @@ import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { routeResearch, type ResearchApiContext } from './research-routes.js';
+import { assertStrictRequest } from './request-guard.js';
 
 export interface ApiContext {
   tasks: TaskService;
@@ -81,7 +82,9 @@ export function createApiHandler(ctx: ApiContext, surface: ApiSurface = 'socket'
   const handle = surface === 'socket' ? route : routeTcp;
   return (req, res) => {
     const started = Date.now();
-    handle(ctx, req, res)
+    Promise.resolve()
+      .then(() => assertStrictRequest(req))
+      .then(() => handle(ctx, req, res))
       .catch((err: unknown) => {
         const fe = sendError(res, err);
         if (fe.httpStatus >= 500) log.error({ code: fe.code, err: fe.message, url: req.url }, 'request failed');
@@ -137,14 +140,17 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
     allow('GET');
     const stateParam = url.searchParams.get('state');
     if (stateParam !== null && !isTaskState(stateParam)) throw new FusionError('invalid_input', `state must be a task state, got ${JSON.stringify(stateParam)}`, { details: { field: 'state' } });
-    const tasks = await ctx.tasks.store.listTasks({ ...(stateParam ? { state: stateParam } : {}), limit: intParam(url, 'limit', 100, 1000) });
-    return sendJson(res, 200, { tasks: tasks.map(taskView) });
+    const limit = intParam(url, 'limit', 100, 1000);
+    // One more than asked tells whether the list was cut (the client says so, and how to see more).
+    const tasks = await ctx.tasks.store.listTasks({ ...(stateParam ? { state: stateParam } : {}), limit: limit + 1 });
+    return sendJson(res, 200, { tasks: tasks.slice(0, limit).map(taskView), limit, truncated: tasks.length > limit });
   }
   const id = parts[2]!;
   if (parts.length === 3 && (id === 'investigate' || id === 'research')) {
     allow('POST');
     const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
-    const receipt = await ctx.tasks.submit({ workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}) });
+    const caller = callerOf(req);
+    const receipt = await ctx.tasks.submit({ workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}), ...(caller ? { caller } : {}) });
     return sendJson(res, 202, receipt);
   }
   if (parts.length === 3) {
@@ -242,4 +248,15 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
       end();
     }
   }
+}
+
+/** `X-Fusion-Caller`: a fairness label for the per-caller waiting bound (docs/behaviour.md#b2), not an identity. */
+function callerOf(req: IncomingMessage): string | undefined {
+  const raw = req.headers['x-fusion-caller'];
+  if (raw === undefined) return undefined;
+  const value = Array.isArray(raw) ? raw[0] ?? '' : raw;
+  if (!/^[A-Za-z0-9._:@-]{1,64}$/.test(value)) {
+    throw new FusionError('invalid_input', 'header X-Fusion-Caller must be 1-64 characters of A-Z a-z 0-9 . _ : @ -', { details: { field: 'x-fusion-caller' } });
+  }
+  return value;
 }

@@ -7,6 +7,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { FusionError } from '../errors.js';
+import { STRICT_SERVER_OPTIONS, installClientErrorEnvelope } from './request-guard.js';
 
 function socketAnswers(path: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -37,13 +38,16 @@ export async function listenOnSocket(path: string, handler: RequestListener): Pr
     if (await socketAnswers(path)) throw new FusionError('invalid_config', `another daemon already answers on ${path}; stop it or choose another --socket/--data`);
     unlinkSync(path);
   }
-  const server = createServer(handler);
+  const server = createServer(STRICT_SERVER_OPTIONS, handler);
+  installClientErrorEnvelope(server);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     const previous = process.umask(0o177);
     try {
-      server.listen(path, () => {
+      // A flood of clients connecting at once must wait in the backlog, not fail with EAGAIN
+      // (Node's default is 511; the kernel caps it at net.core.somaxconn).
+      server.listen({ path, backlog: 4096 }, () => {
         server.off('error', reject);
         resolve();
       });

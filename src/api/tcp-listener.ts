@@ -5,6 +5,7 @@
  * decided by the API handler's `tcp` surface: only /api/v1/research* and GET /v1/health.
  */
 import { createServer, type RequestListener, type Server } from 'node:http';
+import { installClientErrorEnvelope, MAX_HEADER_BYTES } from './request-guard.js';
 import type { AddressInfo } from 'node:net';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
@@ -72,7 +73,9 @@ export async function listenOnTcp(address: ListenAddress, handler: RequestListen
   const headersTimeout = limits.headersTimeoutMs ?? TCP_HEADERS_TIMEOUT_MS;
   const requestTimeout = Math.max(headersTimeout, limits.requestTimeoutMs ?? TCP_REQUEST_TIMEOUT_MS);
   // Node checks these timers every connectionsCheckingInterval (default 30 s): check often enough.
-  const server = createServer({ headersTimeout, requestTimeout, connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, handler);
+  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES, headersTimeout, requestTimeout, connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, handler);
+  // Node-level refusals (bad request line, headers too large, timeouts) answer the JSON envelope too.
+  installClientErrorEnvelope(server);
   server.maxConnections = limits.maxConnections ?? TCP_MAX_CONNECTIONS;
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {

@@ -39,6 +39,9 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const sandbox = flag(args, 'sandbox') ?? env.FUSION_SANDBOX;
   const logLevel = flag(args, 'log-level') ?? env.FUSION_LOG_LEVEL;
   const concurrency = intFrom(flag(args, 'concurrency') ?? env.FUSION_TASK_CONCURRENCY);
+  const maxQueued = intFrom(flag(args, 'max-queued') ?? env.FUSION_MAX_QUEUED);
+  const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
+  const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
   const uid = intFrom(env.FUSION_SANDBOX_UID);
   const gid = intFrom(env.FUSION_SANDBOX_GID);
   return {
@@ -47,6 +50,9 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(sandbox ? { sandbox: sandbox as 'auto' } : {}),
     ...(logLevel ? { logLevel: logLevel as 'info' } : {}),
     ...(concurrency !== undefined ? { taskConcurrency: concurrency } : {}),
+    ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
+    ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
+    ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),

@@ -4,11 +4,12 @@
  * to exit codes (0 ok, 1 failure, 2 invalid input/usage, 3 no daemon, 4 other fetch failure).
  */
 import { readFileSync } from 'node:fs';
-import { FusionError, toFusionError } from '../errors.js';
+import { FusionError } from '../errors.js';
+import { createLogger } from '../log.js';
 import type { Workflow } from '../contracts/constants.js';
 import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
-import { buildConfig, startDaemon } from '../main.js';
+import { buildConfig, startDaemon, type Daemon } from '../main.js';
 import { runMcpCommand } from '../mcp/command.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
@@ -23,6 +24,7 @@ import { FusionClient } from '../client/index.js';
 import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
+import { cliErrorOf, isConnectionLoss, quietOnEpipe, whileWaiting } from './daemon-gone.js';
 import { isTaskState } from '../tasks/state-machine.js';
 import { statSync } from 'node:fs';
 
@@ -32,6 +34,9 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   sandbox: { value: true },
   'log-level': { value: true },
   concurrency: { value: true },
+  'max-queued': { value: true },
+  'max-queued-per-caller': { value: true },
+  'storage-reserve-mb': { value: true },
   resolve: { value: true, repeat: true },
   'allow-cidr': { value: true, repeat: true },
   'models-file': { value: true },
@@ -119,17 +124,21 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     ...(Object.keys(options).length > 0 ? { options } : {}),
   };
   const json = has(args, 'json');
-  const socketPath = resolveSocket(args, env);
-  // Zero set-up for a first run: with --wait, an in-process daemon runs this one task.
-  const client = new FusionClient({ socketPath, env, ...(has(args, 'wait') ? { embedded: daemonConfigInput(args, env) } : {}) });
-  if (!has(args, 'wait') && !(await client.ping())) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
+  let client = new FusionClient(resolveSocket(args, env));
+  let embedded: Daemon | undefined;
+  if (!(await client.ping())) {
+    if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
+    // Zero set-up for a first run: an in-process daemon for this one task.
+    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
+    // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
+    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
+    delete options.models;
+    if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
+    client = new FusionClient(embedded.socketPath);
+    io.stderr(`(no daemon was running: started an embedded one on ${embedded.socketPath})\n`);
+  }
+  let onInterrupt: (() => void) | undefined;
   try {
-    if ((await client.connect()).embedded) {
-      // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
-      delete options.models;
-      if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
-      io.stderr(`(no daemon was running: started an embedded one on ${socketPath})\n`);
-    }
     const receipt = await client.submit(workflow, body.arguments, body);
     if (!has(args, 'wait')) {
       io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : `${String(receipt.text)}\n`);
@@ -137,11 +146,35 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     }
     const taskId = String(receipt.taskId);
     io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
-    await followProgress(client, taskId, io);
-    return printResult((await client.result(taskId)) as unknown as Record<string, unknown>, io, json);
+    if (embedded !== undefined) {
+      // Ctrl-C on an embedded run: stop the daemon gracefully (the task stays resumable) and say
+      // what happens to the task and how to resume or cancel it.
+      const daemon = embedded;
+      onInterrupt = () => void interruptEmbedded(daemon, taskId, io);
+      process.once('SIGINT', onInterrupt);
+    }
+    const socketPath = client.socketPath;
+    const waiting = client;
+    return await whileWaiting(taskId, socketPath, async () => {
+      await followProgress(waiting, taskId, io);
+      const result = (await waiting.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
+      return printResult(result, io, json);
+    });
   } finally {
-    await client.close();
+    if (onInterrupt) process.off('SIGINT', onInterrupt);
+    await embedded?.close();
   }
+}
+
+async function interruptEmbedded(daemon: Daemon, taskId: string, io: Io): Promise<void> {
+  io.stderr(`\ninterrupted: stopping the embedded daemon gracefully (the task's sandboxes are stopped; it is not cancelled)\n`);
+  await daemon.close().catch(() => undefined);
+  io.stderr(
+    `task ${taskId} was left unfinished in ${daemon.config.home}; it resumes from its last finished step when a daemon next starts there:\n` +
+      `  resume:  fusion daemon --data ${daemon.config.home}   (then: fusion wait ${taskId})\n` +
+      `  cancel:  start that daemon, then: fusion cancel ${taskId}\n`,
+  );
+  process.exit(130);
 }
 
 function isDirectory(path: string): boolean {
@@ -220,9 +253,13 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       if (limit !== undefined && !/^\d+$/u.test(limit)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
       if (state !== undefined) q.set('state', state);
       if (limit !== undefined) q.set('limit', limit);
-      const reply = (await client(args).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>> };
+      const reply = (await client(args).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>>; truncated?: boolean; limit?: number };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else for (const t of reply.tasks) printTask(t, io, false);
+      // A cut list says so, and how to see more (on stderr: stdout stays the list).
+      if (reply.truncated === true) {
+        io.stderr(`(showing the newest ${reply.tasks.length} tasks; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
+      }
       return 0;
     }
     case 'result': {
@@ -236,7 +273,9 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       const args = parseArgs(rest, { ...COMMON, timeout: { value: true } });
       const seconds = Number(flag(args, 'timeout') ?? '600');
       if (!Number.isFinite(seconds) || seconds < 0 || seconds > 600) throw usageError('--timeout must be a number of seconds from 0 to 600');
-      const reply = (await client(args).call('GET', `/v1/tasks/${idArg(args, 'wait')}/wait?timeoutMs=${Math.round(seconds * 1000)}`)) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      const waitClient = client(args);
+      const waitId = idArg(args, 'wait');
+      const reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.call('GET', `/v1/tasks/${waitId}/wait?timeoutMs=${Math.round(seconds * 1000)}`))) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);
       if (!reply.terminal) return 1;
@@ -254,7 +293,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
 
 export function exitCodeFor(err: FusionError): number {
   if (err.code === 'invalid_input') return 2;
-  if (err.code === 'daemon_unavailable') return 3;
+  if (err.code === 'daemon_unavailable' || (err.code === 'internal_error' && isConnectionLoss(err.cause))) return 3;
   return 1;
 }
 
@@ -262,12 +301,14 @@ export function exitCodeFor(err: FusionError): number {
 const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${(await import('node:fs')).realpathSync(process.argv[1])}`).href;
 if (invokedDirectly) {
   const io = processIo();
+  quietOnEpipe(process.stdout);
+  quietOnEpipe(process.stderr);
   runCli(process.argv.slice(2), process.env, io).then(
     (code) => {
       process.exitCode = code;
     },
     (err: unknown) => {
-      const fe = toFusionError(err);
+      const fe = cliErrorOf(err);
       io.stderr(`fusion: ${fe.code}: ${fe.message}\n`);
       process.exitCode = exitCodeFor(fe);
     },

@@ -14,6 +14,11 @@ export const DaemonConfigSchema = z
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** How many tasks run at once in this process. */
     taskConcurrency: z.number().int().min(1).max(64).default(2),
+    /** Admission (docs/behaviour.md#b2): how many accepted tasks may wait for a run slot, in all and per caller. */
+    maxQueuedTasks: z.number().int().min(0).max(100_000).default(256),
+    maxQueuedPerCaller: z.number().int().min(0).max(100_000).default(256),
+    /** Free bytes the data directory's filesystem must keep; below it submits are refused with storage_full. */
+    storageReserveBytes: z.number().int().min(0).default(64 * 1024 * 1024),
     sandbox: z.enum(SANDBOX_CHOICES).default('auto'),
     /** Unprivileged uid/gid the sandboxes run as when the daemon is root. */
     sandboxUid: z.number().int().min(1).default(65534),

@@ -157,6 +157,8 @@ export interface Store {
   getTaskTarball(taskId: string): Promise<TaskTarballRecord | null>;
   /** Terminal tasks last updated before `beforeIso`, oldest first (retention). */
   listTerminalTasksBefore(beforeIso: string, limit: number): Promise<TaskRecord[]>;
+  /** Terminal tasks without a sealed tarball (a daemon killed between the commit and the seal), oldest first. */
+  listUnsealedTerminalTasks(limit: number): Promise<TaskRecord[]>;
   /** Deletes a terminal task with everything keyed to it; false when absent or not terminal. */
   deleteTerminalTask(taskId: string): Promise<boolean>;
   /** Task count per state (metrics). */

@@ -379,6 +379,17 @@ class SqliteStoreImpl implements SqliteStore {
     return rows.map(toTaskRecord);
   }
 
+  async listUnsealedTerminalTasks(limit: number): Promise<TaskRecord[]> {
+    const terminal = [...TERMINAL_STATES];
+    const rows = await this.db.all<TaskRow>(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE state IN (${terminal.map(() => '?').join(', ')})
+         AND NOT EXISTS (SELECT 1 FROM task_tarballs t WHERE t.task_id = tasks.id)
+         ORDER BY updated_at, rowid LIMIT ?`,
+      [...terminal, limit],
+    );
+    return rows.map(toTaskRecord);
+  }
+
   async deleteTerminalTask(taskId: string): Promise<boolean> {
     const terminal = [...TERMINAL_STATES];
     // ON DELETE CASCADE removes its events, checkpoints, attempts, result and tarball with it.

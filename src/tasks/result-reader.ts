@@ -38,7 +38,11 @@ export type ResultSealCheck = (task: TaskRecord, answerSha256: string, metadata:
 
 /** Usage is attached to the first retrieval of a terminal task, whatever its end: every call was paid for. */
 async function firstUsage(store: Store, task: TaskRecord): Promise<unknown> {
-  return task.usage !== null && (await store.claimUsageDelivery(task.id)) ? (JSON.parse(task.usage) as unknown) : undefined;
+  if (task.usage === null) return undefined;
+  // Bookkeeping only: reading a result never needs a write to succeed (a full disk keeps
+  // results readable); when the flag cannot be written, the usage is returned again later.
+  const first = await store.claimUsageDelivery(task.id).catch(() => true);
+  return first ? (JSON.parse(task.usage) as unknown) : undefined;
 }
 
 function sha256(buf: Buffer | string): string {

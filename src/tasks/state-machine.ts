@@ -6,6 +6,7 @@ import { FusionError } from '../errors.js';
 
 export const TASK_STATES = [
   'initializing', // receipt issued after durable preflight; no child started yet
+  'queued', // accepted, waiting for a free run slot (the daemon runs taskConcurrency at once)
   'candidates_running', // the three candidate sandboxes are being launched or are running
   'candidates_complete', // all three candidate answers verified and checkpointed
   'evaluating', // the blind evaluator (and at most one repair) is running
@@ -24,7 +25,8 @@ const ABORT_EXITS: readonly TaskState[] = ['failed', 'cancelled'];
 
 /** Allowed next states. Any non-terminal state may fail or be cancelled; terminal states have no exits. */
 export const TRANSITIONS: Readonly<Record<TaskState, readonly TaskState[]>> = {
-  initializing: ['candidates_running', ...ABORT_EXITS],
+  initializing: ['queued', 'candidates_running', ...ABORT_EXITS],
+  queued: ['candidates_running', ...ABORT_EXITS],
   candidates_running: ['candidates_complete', ...ABORT_EXITS],
   candidates_complete: ['evaluating', ...ABORT_EXITS],
   evaluating: ['evaluation_complete', ...ABORT_EXITS],

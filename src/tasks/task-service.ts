@@ -46,6 +46,10 @@ export interface TaskServiceDeps {
    * logged, never change the task.
    */
   onTerminal?: (taskId: string) => Promise<void>;
+  /** Admission (docs/behaviour.md#b2): bounds on tasks waiting for a run slot; absent → unbounded. */
+  admission?: { maxQueued: number; maxQueuedPerCaller: number; concurrency: number };
+  /** Throws storage_full when the data directory's disk is below its reserve (checked before anything is created). */
+  assertStorage?: () => void;
 }
 
 export interface SubmitRequest {
@@ -53,14 +57,25 @@ export interface SubmitRequest {
   arguments: unknown;
   repo: string;
   options?: TaskOptions;
+  /** Who submits (a fairness label for the per-caller bound, not an identity check); default "local". */
+  caller?: string;
 }
 
 type AbortReason = 'cancel' | 'shutdown';
 
 export class TaskService {
-  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void> }>();
+  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void>; started: boolean }>();
   private accepting = true;
+  /** Set when the daemon started on a full disk: why nothing is accepted. */
+  private readOnlyReason: string | undefined;
   private readonly log: Logger;
+  /** Tasks admitted but not started yet, per caller (reserved synchronously, so a flood cannot overshoot). */
+  private readonly waiting = new Map<string, number>();
+  private waitingTotal = 0;
+  /** Per task: the pending `initializing → queued` write, awaited before the task starts. */
+  private readonly queueing = new Map<string, Promise<void>>();
+  /** Mean wall time of recent runs (for Retry-After), exponentially weighted. */
+  private meanRunMs = 30_000;
 
   constructor(private readonly deps: TaskServiceDeps) {
     this.log = deps.log.child({ component: 'tasks' });
@@ -86,26 +101,50 @@ export class TaskService {
     const canonicalSha = sha256Hex(canonicalText);
     const plan = planBudget(Buffer.byteLength(canonicalText), budget);
     assertForecastWithinBudget(plan);
+    // No receipt when the commit could not be durable, nor when too many tasks already wait.
+    if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
+    this.deps.assertStorage?.();
+    const caller = req.caller ?? 'local';
+    this.admit(caller);
+    let admitted = true;
+    const release = (): void => {
+      if (!admitted) return;
+      admitted = false;
+      this.waitingTotal--;
+      const left = (this.waiting.get(caller) ?? 1) - 1;
+      if (left <= 0) this.waiting.delete(caller);
+      else this.waiting.set(caller, left);
+    };
 
     // 2. Durable preflight: one committed SQLite transaction holds the task row with its
     //    canonical input and budget plan (synchronous=FULL). The task directory's copies are
     //    written when the task starts: they are conveniences, not the record.
     const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
-    const task = await this.deps.store.createTask({
-      id: taskId,
-      workflow: req.workflow,
-      repoDir,
-      canonicalInput: canonicalText,
-      canonicalInputSha256: canonicalSha,
-      budgetPlan: canonicalJson(plan),
-      options: canonicalJson(req.options ?? {}),
-    });
+    let task: TaskRecord;
+    try {
+      task = await this.deps.store.createTask({
+        id: taskId,
+        workflow: req.workflow,
+        repoDir,
+        canonicalInput: canonicalText,
+        canonicalInputSha256: canonicalSha,
+        budgetPlan: canonicalJson(plan),
+        options: canonicalJson(req.options ?? {}),
+      });
+    } catch (err) {
+      release();
+      throw asStorageFull(err);
+    }
     // Waiters learn of the new task on the next turn; the receipt does not wait for them.
     setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
     this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
 
-    // 3. Only now is anything started.
-    this.start(task, false);
+    // 3. Only now is anything started. A task that must wait for a run slot says so (queued),
+    //    written after the receipt so the receipt does not wait for it.
+    if (this.deps.admission !== undefined && this.deps.dispatcher.running + this.deps.dispatcher.queued >= this.deps.admission.concurrency) {
+      this.queueing.set(taskId, this.markQueued(taskId));
+    }
+    this.start(task, false, release);
     return {
       taskId,
       workflow: req.workflow,
@@ -137,7 +176,8 @@ export class TaskService {
       const entry = this.controllers.get(taskId);
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
-        await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
+        // A task still waiting for its run slot has no sandbox to wait for.
+        if (entry.started) await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
       }
       // Sealed once its runs have stopped, so the tarball holds what they left.
       await this.terminalHook(taskId);
@@ -170,6 +210,19 @@ export class TaskService {
     return { resumed, failed };
   }
 
+  /**
+   * Seals the terminal tasks a killed daemon left unsealed (it died between the commit and the
+   * seal): every terminal task ends with its tarball, whenever the daemon stopped.
+   */
+  async sealUnsealed(limit = 1000): Promise<string[]> {
+    const sealed: string[] = [];
+    for (const task of await this.deps.store.listUnsealedTerminalTasks(limit)) {
+      await this.terminalHook(task.id);
+      sealed.push(task.id);
+    }
+    return sealed;
+  }
+
   /** Stops accepting work, aborts running tasks (they stay non-terminal for recovery), waits for them. */
   async shutdown(): Promise<void> {
     this.accepting = false;
@@ -178,19 +231,67 @@ export class TaskService {
     await this.deps.dispatcher.drain();
   }
 
-  private start(task: TaskRecord, resume: boolean): void {
+  private start(task: TaskRecord, resume: boolean, onStart: () => void = () => undefined): void {
     const ac = new AbortController();
     let release!: () => void;
     const settled = new Promise<void>((r) => (release = r));
-    this.controllers.set(task.id, { ac, settled });
+    const entry = { ac, settled, started: false };
+    this.controllers.set(task.id, entry);
     this.deps.dispatcher.dispatch(task.id, async () => {
+      entry.started = true;
+      onStart();
+      const started = Date.now();
       try {
-        await this.runTask(task, ac, resume);
+        // The queued mark (if any) lands first, so the run starts from the state the store holds.
+        const mark = this.queueing.get(task.id);
+        this.queueing.delete(task.id);
+        await mark;
+        const current = mark === undefined ? task : ((await this.deps.store.getTask(task.id)) ?? task);
+        await this.runTask(current, ac, resume);
       } finally {
+        this.meanRunMs = 0.8 * this.meanRunMs + 0.2 * (Date.now() - started);
         this.controllers.delete(task.id);
         release();
       }
     });
+  }
+
+  /** Reserves a waiting place for `caller`, or refuses with busy (HTTP 429, Retry-After). */
+  private admit(caller: string): void {
+    const limits = this.deps.admission;
+    const mine = this.waiting.get(caller) ?? 0;
+    if (limits !== undefined) {
+      const whose = this.waitingTotal >= limits.maxQueued ? 'the daemon' : mine >= limits.maxQueuedPerCaller ? `caller ${JSON.stringify(caller)}` : undefined;
+      if (whose !== undefined) {
+        const limit = whose === 'the daemon' ? limits.maxQueued : limits.maxQueuedPerCaller;
+        const waiting = whose === 'the daemon' ? this.waitingTotal : mine;
+        const retryAfterSeconds = Math.max(1, Math.ceil(((this.meanRunMs / 1000) * Math.max(1, waiting)) / Math.max(1, limits.concurrency) / 4));
+        throw new FusionError('busy', `the daemon is busy: ${waiting} tasks of ${whose} are already waiting (limit ${limit}); nothing was created. Retry in about ${retryAfterSeconds} s.`, {
+          details: { waiting, limit, scope: whose === 'the daemon' ? 'daemon' : 'caller', retryAfterSeconds },
+        });
+      }
+    }
+    this.waiting.set(caller, mine + 1);
+    this.waitingTotal++;
+  }
+
+  private async markQueued(taskId: string): Promise<void> {
+    try {
+      if (await this.deps.store.transitionTask(taskId, 'initializing', 'queued')) await this.publishNewEvents(taskId);
+    } catch (err) {
+      // The task still runs in its turn; only the visible state is missing.
+      this.log.warn({ taskId, err: toFusionError(err) }, 'could not mark the task queued');
+    }
+  }
+
+  /** Read-only mode (a start on a full disk): every submit is refused with storage_full and this reason. */
+  setReadOnly(reason: string): void {
+    this.readOnlyReason = reason;
+  }
+
+  /** Tasks waiting for a run slot now (health, metrics). */
+  get waitingCount(): number {
+    return this.waitingTotal;
   }
 
   private async runTask(task: TaskRecord, ac: AbortController, resume: boolean): Promise<void> {
@@ -302,6 +403,16 @@ export class TaskService {
       if (event.kind === 'terminal') this.published.delete(taskId);
     }
   }
+}
+
+/** A store write refused for lack of space is a state (storage_full, retryable), not a bug. */
+export function asStorageFull(err: unknown): unknown {
+  const chain = [err, (err as { cause?: unknown })?.cause];
+  const text = chain.map((e) => `${String((e as { code?: unknown })?.code ?? '')} ${String((e as Error)?.message ?? '')}`).join(' ');
+  if (/SQLITE_FULL|ENOSPC|database or disk is full/i.test(text)) {
+    return new FusionError('storage_full', 'the disk holding the daemon\'s data is full; no task was accepted. Free space and retry.', { cause: err });
+  }
+  return err;
 }
 
 function validateRepoDir(repo: string, dataDir: string): string {

@@ -50,7 +50,24 @@ export function candidateTools(workflow: 'investigate' | 'research'): string[] {
   return workflow === 'research' ? [...CANDIDATE_TOOLS, RESEARCH_FETCH_TOOL] : [...CANDIDATE_TOOLS];
 }
 
-export async function runCandidates(deps: WorkflowDeps, run: RunState, messages: ChatMessage[]): Promise<CandidateAnswer[]> {
+/** A candidate whose success is a committed checkpoint: its answer and the pages it fetched. */
+export interface FinishedCandidate {
+  answer: CandidateAnswer;
+  fetched: RunState['fetched'];
+}
+
+/**
+ * Runs the candidates not in `finished` (a resumed task re-runs only those that had not
+ * succeeded, docs/behaviour.md#b13) and calls `onSucceeded` for each new success before it
+ * counts, so the checkpoint is committed as soon as the candidate is done.
+ */
+export async function runCandidates(
+  deps: WorkflowDeps,
+  run: RunState,
+  messages: ChatMessage[],
+  finished: readonly FinishedCandidate[] = [],
+  onSucceeded: (done: FinishedCandidate) => Promise<void> = async () => undefined,
+): Promise<CandidateAnswer[]> {
   const stageAc = new AbortController();
   const onTaskAbort = (): void => stageAc.abort(run.signal.reason);
   run.signal.addEventListener('abort', onTaskAbort, { once: true });
@@ -58,8 +75,16 @@ export async function runCandidates(deps: WorkflowDeps, run: RunState, messages:
   const slots = [1, 2, 3] as const;
   try {
     const settled = await Promise.allSettled(
-      slots.map((slot) =>
-        runCandidateWithRetry(deps, run, slot, messages, stageAc.signal).catch((err: unknown) => {
+      slots.map((slot) => {
+        const before = finished.find((f) => f.answer.slot === slot);
+        if (before) return Promise.resolve(before.answer);
+        const pages: RunState['fetched'] = [];
+        return runCandidateWithRetry(deps, run, slot, messages, stageAc.signal, pages)
+          .then(async (answer) => {
+            await onSucceeded({ answer, fetched: pages });
+            return answer;
+          })
+          .catch((err: unknown) => {
           const fe = toFusionError(err, 'child_failed', `candidate-${slot}`);
           if (!firstError) {
             firstError = fe;
@@ -67,8 +92,8 @@ export async function runCandidates(deps: WorkflowDeps, run: RunState, messages:
             stageAc.abort('sibling_failed');
           }
           throw fe;
-        }),
-      ),
+        });
+      }),
     );
     if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled during the candidate stage');
     if (firstError) throw firstError;
@@ -78,18 +103,18 @@ export async function runCandidates(deps: WorkflowDeps, run: RunState, messages:
   }
 }
 
-async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal): Promise<CandidateAnswer> {
+async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched']): Promise<CandidateAnswer> {
   try {
-    return await runCandidateAttempt(deps, run, slot, messages, signal);
+    return await runCandidateAttempt(deps, run, slot, messages, signal, pages);
   } catch (err) {
     const fe = toFusionError(err);
     if (fe.code !== 'launch_failed' || !fe.retryable || signal.aborted) throw fe;
     run.log.warn({ slot, err: fe.message }, 'transient launch failure; retrying once');
-    return runCandidateAttempt(deps, run, slot, messages, signal);
+    return runCandidateAttempt(deps, run, slot, messages, signal, pages);
   }
 }
 
-async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal): Promise<CandidateAnswer> {
+async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched']): Promise<CandidateAnswer> {
   const stage = `candidate-${slot}`;
   const { store } = run.control;
   const rec = await store.startAttempt(run.task.id, stage);
@@ -129,7 +154,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     taskId: run.task.id,
     maxModelRequests: CHILD_LIMITS.maxModelRequests,
     declaredUrls,
-    ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run) } : {}),
+    ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run, pages) } : {}),
     onActivity: () => handle?.markActivity(),
     log,
     ...(deps.sandboxOwner ? { socketOwner: deps.sandboxOwner } : {}),
@@ -219,10 +244,14 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
 }
 
 /** Keeps what each fetch returned, so the evaluator's URL checks can compare quotes with the page. */
-function recordingFetcher(fetcher: Fetcher, run: RunState): Fetcher {
+function recordingFetcher(fetcher: Fetcher, run: RunState, pages: RunState['fetched']): Fetcher {
   return async (req, signal) => {
     const res = await fetcher(req, signal);
-    if (res.ok) run.fetched.push({ url: res.result.url, content: res.result.content });
+    if (res.ok) {
+      run.fetched.push({ url: res.result.url, content: res.result.content });
+      // Kept per candidate too: its checkpoint carries its own pages for a resumed run.
+      pages.push({ url: res.result.url, content: res.result.content });
+    }
     return res;
   };
 }

@@ -3,9 +3,10 @@
  *   candidates (3 sandboxes, identical prompts) → anonymise (map persisted) → citation checks →
  *   blind evaluator (+ at most one repair) → merger → commit (answer + metadata digests).
  *
- * Each stage boundary is checkpointed in the store, so restart recovery resumes from the last
- * committed boundary: candidates are re-run from scratch (new attempt numbers, never reusing a
- * sealed log), a finished candidate stage is never re-run.
+ * Each finished step is checkpointed in the store before the next one starts, so restart
+ * recovery resumes at the finest committed boundary (docs/behaviour.md#b13): each candidate's
+ * success, the evaluation and the merger's answer are checkpoints; only what had not finished
+ * runs again (with new attempt numbers, never reusing a sealed log).
  */
 import { randomBytes } from 'node:crypto';
 import { FusionError } from '../errors.js';
@@ -32,7 +33,7 @@ import {
   promptsSha256,
   repairUserPrompt,
 } from './prompts.js';
-import { candidateTools, runCandidates, type CandidateAnswer } from './candidate-stage.js';
+import { candidateTools, runCandidates, type CandidateAnswer, type FinishedCandidate } from './candidate-stage.js';
 import { runNoToolStage } from './no-tool-stage.js';
 import { rosterEngines } from './roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
@@ -41,7 +42,9 @@ import type { TaskOptions } from '../contracts/task-options.js';
 type Letter = 'A' | 'B' | 'C';
 const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
 
-const CK = { candidates: 'candidates', fetched: 'fetched-pages', anonymization: 'anonymization', evaluation: 'evaluation' } as const;
+const CK = { candidates: 'candidates', fetched: 'fetched-pages', anonymization: 'anonymization', evaluation: 'evaluation', merged: 'merged' } as const;
+/** One checkpoint per candidate that succeeded, committed the moment it did. */
+const candidateKey = (slot: 1 | 2 | 3): string => `candidate-${slot}`;
 
 export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
   return { run: (ctx) => runFusion(deps, ctx) };
@@ -92,13 +95,23 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
 
   // Stage 1: candidates.
   let candidates: CandidateAnswer[];
-  if (state === 'initializing' || state === 'candidates_running') {
-    if (state === 'initializing') await control.transition('candidates_running');
-    // On resume the candidate stage is re-run whole: drop attempts of the interrupted run.
-    run.attempts = run.attempts.filter((a) => !a.stage.startsWith('candidate-'));
+  if (state === 'initializing' || state === 'queued' || state === 'candidates_running') {
+    if (state !== 'candidates_running') await control.transition('candidates_running');
+    // On resume only the candidates without a committed success run again; the attempts of
+    // the interrupted run that no checkpoint names are dropped from the result's list.
+    const finished = await finishedCandidates(run);
+    const kept = new Set(finished.map((f) => `${candidateKey(f.answer.slot)}:${f.answer.attempt}`));
+    run.attempts = run.attempts.filter((a) => !a.stage.startsWith('candidate-') || kept.has(`${a.stage}:${a.attempt}`));
+    run.fetched = finished.flatMap((f) => f.fetched);
+    if (finished.length > 0) run.log.info({ finished: finished.map((f) => f.answer.slot) }, 'resuming with candidates that had already succeeded');
     const prompt = messages(candidateSystemPrompt(run.canonicalInput.workflow, candidateTools(run.canonicalInput.workflow)), candidateUserPrompt(run.canonicalInput));
     assertMeasuredWithinBudget('candidate', Buffer.byteLength(canonicalJson(prompt)), run.plan);
-    candidates = await runCandidates(deps, run, prompt);
+    candidates = await runCandidates(deps, run, prompt, finished, async (done) => {
+      // Usage first (paid either way), then the checkpoint, committed before the success
+      // counts: a restart from here does not run this candidate again.
+      await control.store.saveUsage(task.id, usageJson(run.usage));
+      await control.store.saveCheckpoint(task.id, candidateKey(done.answer.slot), canonicalJson(done));
+    });
     await control.store.saveCheckpoint(task.id, CK.fetched, canonicalJson(run.fetched));
     await control.store.saveCheckpoint(task.id, CK.candidates, canonicalJson(candidates));
     await control.transition('candidates_complete', usagePatch());
@@ -121,9 +134,13 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
   const evaluationCk = await control.store.getCheckpoint(task.id, CK.evaluation);
   if (evaluationCk !== null) {
     evaluation = JSON.parse(evaluationCk) as Evaluation;
+    // Killed between the checkpoint and its transition: the evaluation is done, say so.
+    if ((await control.store.getTask(task.id))?.state === 'evaluating') await control.transition('evaluation_complete', usagePatch());
   } else {
     if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
     if ((await control.store.getTask(task.id))?.state === 'candidates_complete') await control.transition('evaluating');
+    // Evaluator attempts of an interrupted run produced no checkpoint: this run's attempts replace them.
+    run.attempts = run.attempts.filter((a) => a.stage !== 'evaluator' && a.stage !== 'repair');
     // Ground truth for the evaluator, for any engine: every citation checked mechanically.
     const citationChecks = await candidateChecks(deps, run, blindCandidates);
     const blindInput = { schema_version: SCHEMA.blindCandidates, canonical_input: run.canonicalInput, candidates: blindCandidates, citation_checks: citationChecks };
@@ -132,21 +149,21 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     await control.transition('evaluation_complete', usagePatch());
   }
 
-  // Stage 3: merge.
+  // Stage 3: merge. A merger answer that passed its checks is a checkpoint: a restart between
+  // it and the commit commits without running the merger again.
   if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
   if ((await control.store.getTask(task.id))?.state === 'evaluation_complete') await control.transition('merging');
-  // The merger sees the same mechanical checks (without the file text), so it can keep only the
-  // quotes that were confirmed, passage by passage.
-  const mergeChecks = Object.fromEntries(Object.entries(await candidateChecks(deps, run, blindCandidates)).map(([id, checks]) => [id, checks.map(withoutActual)]));
-  const mergeInput = { schema_version: SCHEMA.mergeInput, canonical_input: run.canonicalInput, candidates: blindCandidates, evaluation, citation_checks: mergeChecks };
-  const mergeMessages = messages(mergerSystemPrompt(), mergerUserPrompt(mergeInput));
-  assertMeasuredWithinBudget('merger', Buffer.byteLength(canonicalJson(mergeMessages)), run.plan);
-  const merged = await runNoToolStage(deps, run, 'merger', mergeMessages, OUTPUT_CAPS.mergerBytes);
-  if (merged.overCap) throw new FusionError('child_output_cap', `merger answer exceeds the ${OUTPUT_CAPS.mergerBytes}-byte cap; preserved in the attempt tarball, not truncated`, { stage: 'merger' });
-  const answer = merged.text.trim();
-  if (answer === '') throw new FusionError('merge_invalid', 'merger returned an empty answer', { stage: 'merger' });
-  const internals = findFusionInternals(answer);
-  if (internals.length > 0) throw new FusionError('merge_invalid', `merger answer mentions fusion internals: ${internals.slice(0, 5).join(', ')}`, { stage: 'merger' });
+  const mergedCk = await control.store.getCheckpoint(task.id, CK.merged);
+  let answer: string;
+  if (mergedCk !== null) {
+    answer = (JSON.parse(mergedCk) as { answer: string }).answer;
+  } else {
+    // A merger attempt that succeeded without its checkpoint is not the one this result names.
+    run.attempts = run.attempts.filter((a) => a.stage !== 'merger');
+    answer = await merge(deps, run, blindCandidates, evaluation);
+    await control.store.saveUsage(task.id, usageJson(run.usage));
+    await control.store.saveCheckpoint(task.id, CK.merged, canonicalJson({ answer }));
+  }
 
   // The delivered answer is checked quote by quote, whoever wrote it; what could not be
   // confirmed is reported in the result and said plainly in the text.
@@ -187,6 +204,32 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     },
     usagePatch(),
   );
+}
+
+async function merge(deps: WorkflowDeps, run: RunState, blindCandidates: readonly BlindCandidate[], evaluation: Evaluation): Promise<string> {
+  // The merger sees the same mechanical checks (without the file text), so it can keep only the
+  // quotes that were confirmed, passage by passage.
+  const mergeChecks = Object.fromEntries(Object.entries(await candidateChecks(deps, run, blindCandidates)).map(([id, checks]) => [id, checks.map(withoutActual)]));
+  const mergeInput = { schema_version: SCHEMA.mergeInput, canonical_input: run.canonicalInput, candidates: blindCandidates, evaluation, citation_checks: mergeChecks };
+  const mergeMessages = messages(mergerSystemPrompt(), mergerUserPrompt(mergeInput));
+  assertMeasuredWithinBudget('merger', Buffer.byteLength(canonicalJson(mergeMessages)), run.plan);
+  const merged = await runNoToolStage(deps, run, 'merger', mergeMessages, OUTPUT_CAPS.mergerBytes);
+  if (merged.overCap) throw new FusionError('child_output_cap', `merger answer exceeds the ${OUTPUT_CAPS.mergerBytes}-byte cap; preserved in the attempt tarball, not truncated`, { stage: 'merger' });
+  const answer = merged.text.trim();
+  if (answer === '') throw new FusionError('merge_invalid', 'merger returned an empty answer', { stage: 'merger' });
+  const internals = findFusionInternals(answer);
+  if (internals.length > 0) throw new FusionError('merge_invalid', `merger answer mentions fusion internals: ${internals.slice(0, 5).join(', ')}`, { stage: 'merger' });
+  return answer;
+}
+
+/** The candidates whose success was checkpointed by an earlier run of this task. */
+async function finishedCandidates(run: RunState): Promise<FinishedCandidate[]> {
+  const out: FinishedCandidate[] = [];
+  for (const slot of [1, 2, 3] as const) {
+    const value = await run.control.store.getCheckpoint(run.task.id, candidateKey(slot));
+    if (value !== null) out.push(JSON.parse(value) as FinishedCandidate);
+  }
+  return out;
 }
 
 async function evaluate(deps: WorkflowDeps, run: RunState, blindInput: Record<string, unknown>): Promise<Evaluation> {

@@ -20,10 +20,10 @@ export function tempHome(prefix = 'fusion-test-'): string {
 }
 
 /** Starts the stub-workflow daemon as a real process on a real socket. */
-export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 0, env: Record<string, string> = {}): Promise<DaemonProc> {
+export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 0, config: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<DaemonProc> {
   const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'stub-daemon.mjs'), home, String(stageMs), String(answerBytes)], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...env, FUSION_STUB_CONFIG: JSON.stringify(config) },
   });
   let err = '';
   proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));

@@ -1,0 +1,21 @@
+// Helper process for bench/steady-state.bench.mjs (not a bench itself): the real daemon with the
+// builtin engine and bwrap, started with --expose-gc. On SIGUSR2 it collects garbage twice and
+// prints `RSS <bytes>` on stdout. Usage: node --expose-gc bench/steady-daemon.mjs HOME
+import process from 'node:process';
+import { setTimeout } from 'node:timers';
+import { join } from 'node:path';
+import { startDaemon, buildConfig } from '../dist/src/main.js';
+import { silentLogger } from '../dist/src/log.js';
+
+const [home] = process.argv.slice(2);
+const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', sandbox: 'bwrap', taskConcurrency: 2, maxQueuedTasks: 100_000, maxQueuedPerCaller: 100_000 });
+const daemon = await startDaemon(config, { log: silentLogger() });
+process.on('SIGUSR2', () => {
+  globalThis.gc?.();
+  setTimeout(() => {
+    globalThis.gc?.();
+    process.stdout.write(`RSS ${process.memoryUsage().rss}\n`);
+  }, 200);
+});
+process.stdout.write(`READY ${daemon.socketPath}\n`);
+process.once('SIGTERM', () => daemon.close().then(() => process.exit(0)));

@@ -1,0 +1,40 @@
+/**
+ * Full disk is a state, not a bug (issue 16): a submit is refused with `storage_full` while the
+ * data directory's filesystem has less free space than the configured reserve, so no receipt is
+ * issued for a task whose records could not be written.
+ */
+import { statfsSync } from 'node:fs';
+import { FusionError } from '../errors.js';
+
+/** Bytes an unprivileged writer may still use on the filesystem holding `dir`. */
+export function freeBytes(dir: string): number {
+  const st = statfsSync(dir);
+  return Number(st.bavail) * Number(st.bsize);
+}
+
+export function assertFreeSpace(dir: string, reserveBytes: number): void {
+  let free: number;
+  try {
+    free = freeBytes(dir);
+  } catch {
+    return; // cannot tell: the write itself will say (and is mapped to storage_full)
+  }
+  if (free < reserveBytes) {
+    throw new FusionError('storage_full', `the disk holding ${dir} has ${Math.floor(free / 1024)} KiB free, below the ${Math.ceil(reserveBytes / 1024)} KiB reserve; no task was accepted. Free space (or lower --storage-reserve-mb) and retry.`, {
+      details: { freeBytes: free, reserveBytes, retryAfterSeconds: 60 },
+    });
+  }
+}
+
+export function freeBytesOrUndefined(dir: string): number | undefined {
+  try {
+    return freeBytes(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Adds `readOnly` and the disk's free space to the health facts. */
+export function withStorageFacts(dir: string, reserveBytes: number, readOnly: boolean, facts: () => Promise<Record<string, unknown>>): () => Promise<Record<string, unknown>> {
+  return async () => ({ ...(await facts()), readOnly, storage: { freeBytes: freeBytesOrUndefined(dir) ?? null, reserveBytes } });
+}

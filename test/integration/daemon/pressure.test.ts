@@ -1,0 +1,132 @@
+/**
+ * Issue 16: admission control and visible queueing over the real socket (stub workflow), and
+ * honest CLI answers under pressure: busy with Retry-After, `--state queued`, truncated lists,
+ * a daemon that goes away under `fusion wait` (exit 3), EPIPE, a file given as --data.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
+
+type Json = Record<string, any>;
+const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
+const exec = promisify(execFile);
+const cli = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+  exec(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env, FUSION_HOME: '/nonexistent-fusion-home' } }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+  );
+
+const daemons: DaemonProc[] = [];
+afterEach(async () => {
+  for (const d of daemons.splice(0)) if (d.proc.exitCode === null && d.proc.signalCode === null) await stopDaemon(d, 'SIGKILL');
+});
+
+async function submit(d: DaemonProc, caller?: string): Promise<{ status: number; body: Json; retryAfter: string | undefined }> {
+  const { request } = await import('node:http');
+  const payload = Buffer.from(JSON.stringify({ arguments: INVESTIGATE_ARGS, repo: ROOT }));
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { socketPath: d.socket, method: 'POST', path: '/v1/tasks/investigate', headers: { 'content-type': 'application/json', 'content-length': payload.length, ...(caller ? { 'x-fusion-caller': caller } : {}) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json, retryAfter: res.headers['retry-after'] as string | undefined }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+describe('admission control and visible queueing', () => {
+  it('bounds waiting tasks per caller and per daemon with busy (429, Retry-After); waiting tasks show as queued', async () => {
+    const d = await startStubDaemon(tempHome(), 3_000, 0, { taskConcurrency: 1, maxQueuedTasks: 3, maxQueuedPerCaller: 2 });
+    daemons.push(d);
+    const running = await submit(d, 'a');
+    expect(running.status).toBe(202);
+    await new Promise((r) => setTimeout(r, 300)); // the first task takes the one run slot
+    const a1 = await submit(d, 'a');
+    const a2 = await submit(d, 'a');
+    expect([a1.status, a2.status]).toEqual([202, 202]);
+    const a3 = await submit(d, 'a');
+    expect(a3.status).toBe(429);
+    expect(a3.body.error).toMatchObject({ code: 'busy', details: { scope: 'caller', limit: 2, waiting: 2 } });
+    expect(Number(a3.retryAfter)).toBeGreaterThanOrEqual(1);
+    const b1 = await submit(d, 'b');
+    expect(b1.status).toBe(202);
+    const b2 = await submit(d, 'b');
+    expect(b2.status).toBe(429);
+    expect(b2.body.error).toMatchObject({ code: 'busy', details: { scope: 'daemon', limit: 3 } });
+    expect(b2.body.error.message).toMatch(/nothing was created/);
+
+    // Refused submits created nothing; the waiting ones say so.
+    const all = (await d.client.call('GET', '/v1/tasks')) as Json;
+    expect(all.tasks).toHaveLength(4);
+    const queued = (await d.client.call('GET', '/v1/tasks?state=queued')) as Json;
+    expect(queued.tasks.map((t: Json) => t.taskId).sort()).toEqual([a1.body.taskId, a2.body.taskId, b1.body.taskId].sort());
+    expect(((await d.client.call('GET', `/v1/tasks/${String(a1.body.taskId)}`)) as Json).state).toBe('queued');
+
+    // The CLI lists them and says when a submit is refused.
+    const listed = await cli(['tasks', '--state', 'queued', '--socket', d.socket]);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout.trim().split('\n').filter((l) => l.includes(' queued '))).toHaveLength(3);
+    const refused = await cli(['investigate', '--objective', 'o', '--background', 'b', '--deliverable', 'd', '--repo', ROOT, '--socket', d.socket]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/busy: the daemon is busy: .*Retry in about \d+ s/);
+    // A list cut by --limit says so and how to see more.
+    const cut = await cli(['tasks', '--limit', '2', '--socket', d.socket]);
+    expect(cut.stdout.trim().split('\n').filter((l) => l.startsWith('investigate-'))).toHaveLength(2);
+    expect(cut.stderr).toMatch(/showing the newest 2 tasks; more exist: raise --limit/);
+    expect((await cli(['tasks', '--socket', d.socket])).stderr).toBe('');
+
+    // A queued task starts in its turn: cancel the running one, and the first waiting one runs.
+    await d.client.call('POST', `/v1/tasks/${String(running.body.taskId)}/cancel`);
+    let state = 'queued';
+    for (let i = 0; i < 100 && state === 'queued'; i++) {
+      await new Promise((res) => setTimeout(res, 100));
+      state = String(((await d.client.call('GET', `/v1/tasks/${String(a1.body.taskId)}`)) as Json).state);
+    }
+    expect(state).toBe('candidates_running');
+    // Its waiting place was freed: caller a may queue one more.
+    expect((await submit(d, 'a')).status).toBe(202);
+  }, 90_000);
+});
+
+describe('honest CLI answers', () => {
+  it('fusion wait exits 3 with what to do when the daemon goes away under it (not "task failed")', async () => {
+    const d = await startStubDaemon(tempHome(), 5_000);
+    daemons.push(d);
+    const r = await submit(d);
+    const waiting = cli(['wait', String(r.body.taskId), '--timeout', '60', '--socket', d.socket]);
+    await new Promise((res) => setTimeout(res, 700));
+    await stopDaemon(d, 'SIGKILL');
+    const out = await waiting;
+    expect(out.code).toBe(3);
+    expect(out.stderr).toMatch(/went away while waiting for task .*has not failed/);
+    expect(out.stderr).toContain(`fusion wait ${String(r.body.taskId)}`);
+    expect(out.stderr).toContain(`fusion cancel ${String(r.body.taskId)}`);
+  }, 30_000);
+
+  it('EPIPE ends the CLI quietly (fusion help | true)', async () => {
+    const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const p = spawn('bash', ['-c', `set -o pipefail; "${process.execPath}" "${CLI}" help | true; exit \${PIPESTATUS[0]}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      p.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+      p.on('exit', (code) => resolve({ code, stderr }));
+    });
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+  });
+
+  it('a file given as --data is named with the problem, not an internal_error', async () => {
+    const status = await cli(['status', 'investigate-00000000000000000000000000000000', '--data', '/etc/passwd']);
+    expect(status.stderr).not.toMatch(/internal_error/);
+    expect(status.stderr).toMatch(/\/etc\/passwd.*(not a directory|a file)/);
+    const daemon = await cli(['daemon', '--data', '/etc/passwd']);
+    expect(daemon.code).not.toBe(0);
+    expect(daemon.stderr).not.toMatch(/internal_error/);
+    expect(daemon.stderr).toMatch(/data directory \/etc\/passwd exists and is not a directory/);
+  });
+});
