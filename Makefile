@@ -35,7 +35,7 @@ test: setup lint typecheck
 run: setup
 	node dist/src/cli/main.js investigate --repo $(CURDIR) --wait \
 	  --objective "Find where the task state machine and its transition table are implemented" \
-	  --background "The daemon moves each Fusion task through the states of SPEC section B2" \
+	  --background "The daemon moves each Fusion task through the states of its task state machine (see docs/behaviour.md#b2)" \
 	  --deliverable "The file and lines that define the states and allowed transitions"
 
 bench: setup

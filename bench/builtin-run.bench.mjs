@@ -198,7 +198,7 @@ async function fullRuns(log) {
   const client = new FusionClient(daemon.socketPath);
   const args = {
     objective: 'Find where the task state machine and its transition table are implemented',
-    background: ['The daemon moves each Fusion task through the states of SPEC section B2'],
+    background: ['The daemon moves each Fusion task through the states of docs/behaviour.md#b2'],
     deliverable: 'The file and lines that define the states and allowed transitions',
   };
   const walls = [];

@@ -74,7 +74,7 @@ export default async function run() {
   const db = await openFloorDb(join(home, 'floor.db'));
   const args = {
     objective: 'Find where the task state machine and its transition table are implemented',
-    background: ['The daemon moves each Fusion task through the states of SPEC section B2'],
+    background: ['The daemon moves each Fusion task through the states of docs/behaviour.md#b2'],
     deliverable: 'The file and lines that define the states and allowed transitions',
   };
   // A row the size of a task row (canonical input + plan + ids).

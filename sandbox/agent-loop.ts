@@ -87,7 +87,7 @@ export function toolCallLimitMessage(limit: number): string {
   return `fusion child reached tool call ${String(limit + 1)}, exceeding the ${String(limit)}-call execution limit`;
 }
 
-/** SPEC §B8: the cap is measured on the JSON string form of the text. */
+/** docs/behaviour.md#b8: the cap is measured on the JSON string form of the text. */
 export function answerCapBytes(answer: string): number {
   return Buffer.byteLength(JSON.stringify(answer), 'utf8');
 }
@@ -263,7 +263,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutc
       error = { code: AGENT_ERROR_CODES.failed, message: 'the model returned an empty final answer' };
     } else if (answerCapBytes(answer) > limits.output_cap_bytes) {
       if (request.role === 'candidate' && modelRequests < limits.max_model_requests) {
-        // SPEC §B8: exactly one no-tool compression turn, then the cap is final.
+        // docs/behaviour.md#b8: exactly one no-tool compression turn, then the cap is final.
         compressed = true;
         const shorter = await modelTurn({
           messages: [...messages, { role: 'assistant', content: answer }, { role: 'user', content: request.compression_prompt }],

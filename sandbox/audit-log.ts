@@ -1,5 +1,5 @@
 /**
- * The child's sealed tool-call log (SPEC §D1–§D5). Runs INSIDE the sandbox: node builtins and
+ * The child's sealed tool-call log (docs/behaviour.md#d1–docs/behaviour.md#d5). Runs INSIDE the sandbox: node builtins and
  * `src/contracts/constants.ts` only.
  *
  * Every call is synchronous on purpose: a line is on disk (fsynced) before the agent sees the
@@ -30,7 +30,7 @@ export interface ToolCallLogOptions {
   nowMs?: () => number;
 }
 
-/** Provenance of a `fusion_web_fetch` call (SPEC §D3). */
+/** Provenance of a `fusion_web_fetch` call (docs/behaviour.md#d3). */
 export type FetchProvenance =
   | {
       outcome: 'fetched';

@@ -1,5 +1,5 @@
 /**
- * The child's only channel out: HTTP/1.1 + JSON over the broker's Unix socket (SPEC §B10,
+ * The child's only channel out: HTTP/1.1 + JSON over the broker's Unix socket (docs/behaviour.md#b10,
  * `src/contracts/broker-protocol.ts`). Runs INSIDE the sandbox: node builtins only.
  *
  * Every request has its own deadline and an optional abort signal; a broker error envelope
@@ -17,7 +17,7 @@ import type {
 
 /** A model turn can take minutes on a slow provider; the broker has its own retries. */
 export const DEFAULT_MODEL_TIMEOUT_MS = 10 * 60_000;
-/** The guarded fetch has one 90 s deadline (SPEC §E3); leave room for the broker's overhead. */
+/** The guarded fetch has one 90 s deadline (docs/behaviour.md#e3); leave room for the broker's overhead. */
 export const DEFAULT_FETCH_TIMEOUT_MS = 120_000;
 /** Responses bigger than this are refused (a model reply or one 32 KiB fetch result is far smaller). */
 export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;

@@ -1,5 +1,5 @@
 /**
- * `fusion_web_fetch {url, extract?}` (SPEC §E2), the research candidates' one network tool.
+ * `fusion_web_fetch {url, extract?}` (docs/behaviour.md#e2), the research candidates' one network tool.
  * Runs INSIDE the sandbox: node builtins only; the fetch itself happens in the broker (host side)
  * through the egress guard.
  *
@@ -8,7 +8,7 @@
  * (defence in depth). Messages are the original implementation's (pi-background-tasks,
  * `strictFusionWebFetchArgs` and the tool's `execute`).
  *
- * The audit provenance follows SPEC §D3: a fetched page records the declared URL, final URL,
+ * The audit provenance follows docs/behaviour.md#d3: a fetched page records the declared URL, final URL,
  * status, raw body size and hash; anything refused records only sha256(raw attempted URL).
  */
 import type { FetchRequest, FetchResponse, ToolSpec } from '../src/contracts/broker-protocol.js';
@@ -89,7 +89,7 @@ export function childCanonicalUrl(raw: string): string | undefined {
   return url.href;
 }
 
-/** SPEC §E2 argument checks, in the original order. Pure; never touches the network. */
+/** docs/behaviour.md#e2 argument checks, in the original order. Pure; never touches the network. */
 export function checkWebFetchArgs(args: unknown, declaredUrls: readonly string[]): WebFetchArgsCheck {
   if (!isRecord(args)) return { ok: false, message: WEB_FETCH_MESSAGES.notObject, attemptedUrl: '' };
   const rawUrl = args.url;

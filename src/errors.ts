@@ -55,7 +55,7 @@ export const ERROR_CODES = {
   // Pressure (issue 16): refusals a caller retries later, with Retry-After.
   busy: { httpStatus: 429, retryable: true, meaning: 'Too many tasks are waiting (for the daemon or this caller); retry after Retry-After seconds.' },
   storage_full: { httpStatus: 507, retryable: true, meaning: 'The disk is full or below the free-space reserve; no task was accepted. Free space and retry.' },
-  // Egress (SPEC §E3): the twelve typed fetch failures.
+  // Egress (docs/behaviour.md#e3): the twelve typed fetch failures.
   invalid_url: { httpStatus: 400, retryable: false, meaning: 'Fetch URL could not be parsed, has credentials or no host.' },
   unsupported_scheme: { httpStatus: 400, retryable: false, meaning: 'Fetch URL is not http(s).' },
   blocked_address: { httpStatus: 403, retryable: false, meaning: 'The host is localhost/metadata or resolves to a non-public address.' },

@@ -1,5 +1,5 @@
 /**
- * Supervisor-side verification of a candidate attempt's sealed tool-call log (SPEC §D6).
+ * Supervisor-side verification of a candidate attempt's sealed tool-call log (docs/behaviour.md#d6).
  *
  * The child is untrusted: everything it wrote is checked from bytes up, as a sequence of small
  * named checks, each throwing `child_event_invalid` with "tool-call log invalid: <reason>".
@@ -26,7 +26,7 @@ export interface VerifyToolCallLogOptions {
   dir: string;
   slot: number;
   attempt: number;
-  /** Tools this attempt was given (SPEC §B10). */
+  /** Tools this attempt was given (docs/behaviour.md#b10). */
   allowedTools: readonly string[];
   /** Canonical URLs from the research source policy; [] for investigate. */
   declaredUrls: readonly string[];

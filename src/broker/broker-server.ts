@@ -1,5 +1,5 @@
 /**
- * The per-child broker (DESIGN "Processes"): HTTP/1.1 + JSON over one Unix socket, the child's
+ * The per-child broker (docs/architecture.md#processes): HTTP/1.1 + JSON over one Unix socket, the child's
  * only channel out of its sandbox.
  *
  *   POST /v1/model  → provider.complete (the provider adds its credential here, on the host)
@@ -9,7 +9,7 @@
  * - The socket is 0600 and owned by the sandbox uid when one is given: only that child can talk.
  *   Its parent directory should be private too (listen() creates the socket before chmod).
  * - Every body is size-bounded and checked against a closed schema before use.
- * - The model request cap (550, SPEC §B9) is enforced here as well as in the child; the child
+ * - The model request cap (550, docs/behaviour.md#b9) is enforced here as well as in the child; the child
  *   cannot raise it. Fetches are capped at the tool-call limit.
  * - The declared-URL check is repeated here (defence in depth): an undeclared URL is refused and
  *   recorded only as sha256(raw URL), so no undeclared URL is stored anywhere.
@@ -17,7 +17,7 @@
  *   pass through `redactSecrets` before they reach the child.
  * - Requests are served one at a time, so record ordinals follow arrival order.
  *
- * The broker keeps its own record of every model call and fetch (SPEC §D7), cross-checked later
+ * The broker keeps its own record of every model call and fetch (docs/behaviour.md#d7), cross-checked later
  * against the child's sealed log.
  */
 import { chmod, chown, lstat, unlink } from 'node:fs/promises';
@@ -57,7 +57,7 @@ export interface BrokerOptions {
   provider: ModelProvider;
   role: StageRole;
   taskId: string;
-  /** SPEC §B9: 550. */
+  /** docs/behaviour.md#b9: 550. */
   maxModelRequests?: number;
   maxOutputTokens?: number;
   /** The egress guard; absent → /v1/fetch answers "fetch is not available to this child". */
@@ -175,7 +175,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
         role: options.role,
         taskId: options.taskId,
         messages: turn.messages,
-        // The compression turn is tool-free whatever the child sent (SPEC §B8).
+        // The compression turn is tool-free whatever the child sent (docs/behaviour.md#b8).
         tools: turn.purpose === 'compress' ? [] : turn.tools,
         ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
         signal,

@@ -1,7 +1,7 @@
 /**
  * `fusion fetch URL [--extract text|markdown] [--json] [--resolve HOST:IP]… [--allow-cidr CIDR]…`
  *
- * Runs one guarded fetch (SPEC §E3) in this process, through exactly the guard the broker uses,
+ * Runs one guarded fetch (docs/behaviour.md#e3) in this process, through exactly the guard the broker uses,
  * so an admin can see what a research candidate would get for a URL and why a URL is refused.
  * Output: the extracted content on stdout (`--json`: the whole result object); on failure
  * `fusion fetch: <code>: <message>` on stderr (`--json`: `{"error":{code,message,details}}` on

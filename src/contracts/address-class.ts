@@ -1,5 +1,5 @@
 /**
- * The one pure address classifier (SPEC §E3 deny lists), shared by source declaration
+ * The one pure address classifier (docs/behaviour.md#e3 deny lists), shared by source declaration
  * (source-url.ts) and the host-side guarded fetch. No I/O: it judges a literal address only.
  *
  * Security decisions, each deliberate:
@@ -62,7 +62,7 @@ const sixToFourBits = (a: ipaddr.IPv6): ipaddr.IPv4 => v4FromWords(word(a, 1), w
 /** Teredo (RFC 4380): the client's public IPv4 is the last 32 bits XORed with 0xffffffff. */
 const teredoClientBits = (a: ipaddr.IPv6): ipaddr.IPv4 => v4FromWords(word(a, 6) ^ 0xffff, word(a, 7) ^ 0xffff);
 
-/** SPEC §E3 IPv4 deny list plus [beyond] entries. Specific entries precede the ranges holding them. */
+/** docs/behaviour.md#e3 IPv4 deny list plus [beyond] entries. Specific entries precede the ranges holding them. */
 const IPV4_DENY: readonly DenyEntry[] = [
   entry('0.0.0.0/8', 'this network (unspecified)'),
   entry('10.0.0.0/8', 'private network'),
@@ -84,7 +84,7 @@ const IPV4_DENY: readonly DenyEntry[] = [
   entry('192.88.99.0/24', '6to4 relay anycast'),
 ];
 
-/** SPEC §E3 IPv6 deny list plus [beyond] entries. Specific entries precede the ranges holding them. */
+/** docs/behaviour.md#e3 IPv6 deny list plus [beyond] entries. Specific entries precede the ranges holding them. */
 const IPV6_DENY: readonly DenyEntry[] = [
   entry('::/128', 'unspecified'),
   entry('::1/128', 'loopback'),

@@ -1,5 +1,5 @@
 /**
- * Socket API bodies and replies (closed schemas). The receipt text is SPEC §F1, word for word.
+ * Socket API bodies and replies (closed schemas). The receipt text is docs/behaviour.md#f1, word for word.
  */
 import { z } from 'zod';
 import { TaskOptionsSchema } from './task-options.js';
@@ -7,7 +7,7 @@ import type { Workflow } from './constants.js';
 
 export const SubmitBodySchema = z
   .object({
-    /** The tool's JSON arguments, validated by the tool-input contract (exact SPEC §A messages). */
+    /** The tool's JSON arguments, validated by the tool-input contract (exact docs/behaviour.md#a messages). */
     arguments: z.unknown(),
     /** Absolute path of the repository to investigate. */
     repo: z.string().trim().min(1, 'repo must be an absolute directory path'),
@@ -26,7 +26,7 @@ export interface Receipt {
   createdAt: string;
   requestSha256: string;
   canonicalInputSha256: string;
-  /** SPEC §F1 lines for agents. */
+  /** docs/behaviour.md#f1 lines for agents. */
   text: string;
 }
 
@@ -38,7 +38,7 @@ export function receiptText(workflow: Workflow, taskId: string): string {
   ].join('\n');
 }
 
-/** SPEC §F2 terminal notification. */
+/** docs/behaviour.md#f2 terminal notification. */
 export interface TerminalNotification {
   taskId: string;
   name: string;

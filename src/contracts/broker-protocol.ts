@@ -65,7 +65,7 @@ export interface FetchResult {
   format: 'text' | 'markdown';
   truncated: boolean;
   content: string;
-  /** Provenance for the sealed log (SPEC §D3). */
+  /** Provenance for the sealed log (docs/behaviour.md#d3). */
   response_bytes: number;
   content_sha256: string;
 }
@@ -92,7 +92,7 @@ export interface ChildRequest {
     max_model_requests: number;
     max_tool_calls: number;
     max_tool_result_bytes: number;
-    /** SPEC §B8 cap for this role, measured as Buffer.byteLength(JSON.stringify(text)). */
+    /** docs/behaviour.md#b8 cap for this role, measured as Buffer.byteLength(JSON.stringify(text)). */
     output_cap_bytes: number;
   };
   /** The one compression instruction used when a candidate's answer is over its cap. */

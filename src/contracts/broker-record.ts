@@ -1,7 +1,7 @@
 /**
- * Audit contracts (SPEC §D): the shapes of the child's sealed tool-call log and seal, and the
+ * Audit contracts (docs/behaviour.md#d): the shapes of the child's sealed tool-call log and seal, and the
  * broker's own record of every model call and fetch it performed for a child. The supervisor
- * cross-checks the two (SPEC §D7).
+ * cross-checks the two (docs/behaviour.md#d7).
  *
  * The child (sandbox/) imports the log types from here with `import type` only; zod never runs
  * inside the sandbox.
@@ -9,7 +9,7 @@
 import { z } from 'zod';
 
 // ---------------------------------------------------------------------------------------------
-// Child side: one line of `candidate-<slot>.attempt-<n>.tool-calls.jsonl` and its seal (§D2, §D5)
+// Child side: one line of `candidate-<slot>.attempt-<n>.tool-calls.jsonl` and its seal (docs/behaviour.md#d2, docs/behaviour.md#d5)
 // ---------------------------------------------------------------------------------------------
 
 export type ToolCallStatus = 'ok' | 'error';
@@ -80,7 +80,7 @@ export const TOOL_CALL_SEAL_KEYS = [
 ] as const;
 
 // ---------------------------------------------------------------------------------------------
-// Broker side: its own record of each call it served for one child (§D7)
+// Broker side: its own record of each call it served for one child (docs/behaviour.md#d7)
 // ---------------------------------------------------------------------------------------------
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sha256');
@@ -129,7 +129,7 @@ export const brokerFetchRecordSchema = z
     http_status: z.number().int().min(100).max(599).optional(),
     content_sha256: sha256Hex.optional(),
     response_bytes: count.optional(),
-    /** One of the egress error codes (SPEC §E3), or another snake_case broker refusal code. */
+    /** One of the egress error codes (docs/behaviour.md#e3), or another snake_case broker refusal code. */
     error_code: z.string().regex(/^[a-z][a-z0-9_]*$/, 'must be a snake_case error code').optional(),
     rejected_url_sha256: sha256Hex.optional(),
   })

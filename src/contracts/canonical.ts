@@ -1,5 +1,5 @@
 /**
- * Canonical JSON, hashes and the canonical Fusion input (SPEC §A6-7), plus the research source
+ * Canonical JSON, hashes and the canonical Fusion input (docs/behaviour.md#a6 (and #a7)), plus the research source
  * policy derived from it. Pure: node:crypto and zod only.
  *
  * The canonical input is built only from normalised tool arguments and the repository path, so
@@ -73,7 +73,7 @@ export function sha256Hex(data: string | Uint8Array): string {
   return hash.digest('hex');
 }
 
-/** SPEC §A6: the normalised arguments as canonical JSON. Same request → byte-identical text. */
+/** docs/behaviour.md#a6: the normalised arguments as canonical JSON. Same request → byte-identical text. */
 export function canonicalRequestText(args: InvestigateArgs | ResearchArgs): string {
   return canonicalJson(args);
 }
@@ -152,13 +152,13 @@ function notNormalised(tool: string, error: z.ZodError): never {
 }
 
 /**
- * SPEC §A7. `args` must already be normalised; it is re-checked against the closed schema so a
+ * docs/behaviour.md#a7. `args` must already be normalised; it is re-checked against the closed schema so a
  * wider object (extra keys from a session) cannot reach the canonical text.
  *
- * Declared source `url`: the normalised arguments store only the canonical URL (SPEC §A5), so
+ * Declared source `url`: the normalised arguments store only the canonical URL (docs/behaviour.md#a5), so
  * `url` and `canonical_url` are both the canonical form, as in the original implementation,
  * whose source-policy parser requires `url === canonical_url`. The caller's raw spelling is not
- * threaded through: the fetch tool must match the canonical URL exactly anyway (SPEC §E2).
+ * threaded through: the fetch tool must match the canonical URL exactly anyway (docs/behaviour.md#e2).
  */
 export function buildCanonicalInput(options: BuildCanonicalInputOptions): CanonicalInput {
   const { workflow, cwd } = options;

@@ -29,7 +29,7 @@ export const DaemonConfigSchema = z
     candidateModels: z.array(z.string().min(1)).default([]),
     evaluatorModel: z.string().min(1).optional(),
     mergerModel: z.string().min(1).optional(),
-    /** Egress admin seams (SPEC §E, issue 5): `host:ip` overrides and CIDRs treated as public. */
+    /** Egress admin seams (docs/behaviour.md#e, issue 5): `host:ip` overrides and CIDRs treated as public. */
     egressResolve: z.array(z.string()).default([]),
     egressAllowCidrs: z.array(z.string()).default([]),
     /** Opt-in TCP listener for the research API, `HOST:PORT`; loopback unless listenPublic. */

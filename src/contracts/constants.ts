@@ -26,7 +26,7 @@ export const TOOL_NAMES = { investigate: 'fusion_investigate', research: 'fusion
 
 export const CLEAN_TASK_POLICY_ID = 'fusion-clean-task-v1';
 
-/** Per-child limits (SPEC §B9). */
+/** Per-child limits (docs/behaviour.md#b9). */
 export const CHILD_LIMITS = {
   wallMs: 50 * 60_000,
   idleMs: 35 * 60_000,
@@ -38,14 +38,14 @@ export const CHILD_LIMITS = {
   killGraceMs: 3_000,
 } as const;
 
-/** Output caps (SPEC §B8), measured as Buffer.byteLength(JSON.stringify(text)). */
+/** Output caps (docs/behaviour.md#b8), measured as Buffer.byteLength(JSON.stringify(text)). */
 export const OUTPUT_CAPS = {
   candidateBytes: 48 * 1024,
   evaluatorBytes: 64 * 1024,
   mergerBytes: 64 * 1024,
 } as const;
 
-/** bg_result inline delivery limit (SPEC §F3). */
+/** bg_result inline delivery limit (docs/behaviour.md#f3). */
 export const INLINE_LIMIT_BYTES = 49_152;
 
 export const CANDIDATE_TOOLS = ['read', 'grep', 'find', 'ls'] as const;

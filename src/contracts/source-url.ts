@@ -1,5 +1,5 @@
 /**
- * Source declaration canonicalisation (SPEC §E1). Pure: no DNS, no I/O. A declared source that
+ * Source declaration canonicalisation (docs/behaviour.md#e1). Pure: no DNS, no I/O. A declared source that
  * fails here is an input error, raised before any child, sandbox or run directory exists.
  *
  * The inner messages (`fusion research source URL …`) are the original implementation's
@@ -88,7 +88,7 @@ function dnsShapeProblem(host: string): string | undefined {
 }
 
 /**
- * SPEC §E1 in order: parse → credentials → http(s) → drop fragment → lowercase host, strip
+ * docs/behaviour.md#e1 in order: parse → credentials → http(s) → drop fragment → lowercase host, strip
  * trailing dots, unbracket IPv6 → block localhost/metadata names → block non-public IP literals
  * → drop default ports. Query order is kept. Raw-text checks run before parsing because WHATWG
  * would otherwise repair (and so hide) them.

@@ -1,5 +1,5 @@
 /**
- * Tool input normalisation for fusion_investigate / fusion_research (SPEC §A1-5).
+ * Tool input normalisation for fusion_investigate / fusion_research (docs/behaviour.md#a1 (to #a5)).
  *
  * Hand-rolled rather than zod-driven because the messages are part of the contract (tests and
  * callers match on them) and must be exactly the original implementation's. The zod schemas at
@@ -139,7 +139,7 @@ function normalizeSources(check: Checker, value: unknown): ResearchSource[] {
 
 /**
  * Validates and normalises a tool call's arguments. Throws FusionError('invalid_input') with the
- * SPEC §A message; never touches the file system or network (DNS is not consulted here).
+ * docs/behaviour.md#a message; never touches the file system or network (DNS is not consulted here).
  */
 export function normalizeToolInput(workflow: 'investigate', args: unknown): InvestigateArgs;
 export function normalizeToolInput(workflow: 'research', args: unknown): ResearchArgs;

@@ -1,5 +1,5 @@
 /**
- * Limits and fixed request headers of the guarded fetch (SPEC §E3). Shared by the fetcher, the
+ * Limits and fixed request headers of the guarded fetch (docs/behaviour.md#e3). Shared by the fetcher, the
  * extraction worker and the CLI, so the numbers live in one place.
  */
 
@@ -29,7 +29,7 @@ export const ALLOWED_MEDIA_TYPES: ReadonlySet<string> = new Set(['text/html', 'a
 
 export type ExtractMode = 'text' | 'markdown';
 
-/** Which block code a policy refusal gets: the declared URL's hop or a redirect hop (SPEC §E3). */
+/** Which block code a policy refusal gets: the declared URL's hop or a redirect hop (docs/behaviour.md#e3). */
 export function blockCode(hop: number): 'blocked_address' | 'redirect_blocked' {
   return hop === 0 ? 'blocked_address' : 'redirect_blocked';
 }

@@ -1,5 +1,5 @@
 /**
- * Body → content (SPEC §E3 "Extraction"). Pure and synchronous; it runs inside the extraction
+ * Body → content (docs/behaviour.md#e3 "Extraction"). Pure and synchronous; it runs inside the extraction
  * worker (extract-worker.ts) so a hostile page costs that thread's bounded heap, not the daemon's
  * event loop. The benchmark also calls it in-thread as its baseline.
  *

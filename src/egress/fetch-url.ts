@@ -1,5 +1,5 @@
 /**
- * URL rules of the guarded fetch (SPEC §E3), in the spec's order: trim → parse (`invalid_url`)
+ * URL rules of the guarded fetch (docs/behaviour.md#e3), in the spec's order: trim → parse (`invalid_url`)
  * → http(s) only (`unsupported_scheme`, checked before credentials) → credentials (`invalid_url`)
  * → empty host (`invalid_url`) → strip fragment → lowercase host, strip trailing dots, unbracket
  * IPv6. Host *policy* (names, literals, DNS) is host-vetting.ts's job; this file only shapes.

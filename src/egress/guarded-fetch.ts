@@ -1,5 +1,5 @@
 /**
- * The guarded fetch (SPEC §E3): the only way the daemon reads a web page on a child's behalf.
+ * The guarded fetch (docs/behaviour.md#e3): the only way the daemon reads a web page on a child's behalf.
  *
  * One call = one deadline (default 90 s) over DNS, connect, up to 5 redirects, the transfer and
  * the extraction. Per hop: shape the URL (fetch-url.ts) → vet the host and pin one address

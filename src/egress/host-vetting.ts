@@ -1,5 +1,5 @@
 /**
- * Decides, per hop, the one address the guarded fetch may connect to (SPEC §E3 "Host").
+ * Decides, per hop, the one address the guarded fetch may connect to (docs/behaviour.md#e3 "Host").
  *
  * - localhost / *.localhost / metadata names are refused by name, before anything else: no
  *   override and no DNS answer can make them fetchable.

@@ -1,5 +1,5 @@
 /**
- * HTML → Markdown with turndown (SPEC §E3): atx headings, fenced code, `-` bullets, and tables
+ * HTML → Markdown with turndown (docs/behaviour.md#e3): atx headings, fenced code, `-` bullets, and tables
  * as GFM pipe tables through the small rule set below (turndown has no table support of its own
  * and turndown-plugin-gfm is not a dependency).
  *

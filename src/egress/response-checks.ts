@@ -1,5 +1,5 @@
 /**
- * Header checks and the capped body reader of the guarded fetch (SPEC §E3 "Response").
+ * Header checks and the capped body reader of the guarded fetch (docs/behaviour.md#e3 "Response").
  *
  * Order for a 2xx answer: media type → Content-Encoding → Content-Length → streamed body.
  * A body is refused with `unsupported_content_type` when it carries a Content-Encoding other

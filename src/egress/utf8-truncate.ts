@@ -1,5 +1,5 @@
 /**
- * Cuts text to a UTF-8 byte budget on a whole code point (SPEC §E3: `😀😀😀` with cap 5 → `😀`).
+ * Cuts text to a UTF-8 byte budget on a whole code point (docs/behaviour.md#e3: `😀😀😀` with cap 5 → `😀`).
  */
 export interface Truncated {
   text: string;

@@ -1,5 +1,5 @@
 /**
- * The `Store` port: everything durable. SQL lives only in `store/` (DESIGN.md rule 3); the
+ * The `Store` port: everything durable. SQL lives only in `store/` (docs/architecture.md#rule-3); the
  * rest of the daemon sees these types. Every method is atomic: a method that writes several
  * rows does so in one transaction, so a crash leaves either all of it or none.
  */
@@ -19,7 +19,7 @@ export interface TaskRecord {
   state: TaskState;
   /** Absolute host path of the repository the task reads. */
   repoDir: string;
-  /** Canonical input JSON text (SPEC §A7), byte-exact as hashed. */
+  /** Canonical input JSON text (docs/behaviour.md#a7), byte-exact as hashed. */
   canonicalInput: string;
   canonicalInputSha256: string;
   /** Budget plan JSON text written at preflight. */

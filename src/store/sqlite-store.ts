@@ -93,7 +93,7 @@ function noTask(taskId: string): FusionError {
   return new FusionError('not_found', `no task ${taskId}`, { details: { taskId } });
 }
 
-/** The SPEC §F2 summary line: short, and the error message is cut because it may be untrusted text. */
+/** The docs/behaviour.md#f2 summary line: short, and the error message is cut because it may be untrusted text. */
 function terminalSummary(task: TaskRecord, error: TaskError | null): string {
   const base = `fusion ${task.workflow} ${task.state}`;
   return error === null ? base : `${base}: ${error.code}: ${untrusted(error.message, 200)}`;
@@ -410,7 +410,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   /**
-   * Debug only: the tasks layer writes the one info line per state transition (DESIGN.md);
+   * Debug only: the tasks layer writes the one info line per state transition (docs/architecture.md#logging);
    * this one is for tracing the store itself, including CAS misses.
    */
   private logTransition(taskId: string, from: TaskState, to: TaskState, record: TaskRecord | null, error?: TaskError): void {
@@ -432,7 +432,7 @@ async function insertEvent(tx: SqlExecutor, taskId: string, kind: TaskEventKind,
 }
 
 /**
- * CAS `from → to` with its transition event and, for a terminal `to`, the SPEC §F2 terminal
+ * CAS `from → to` with its transition event and, for a terminal `to`, the docs/behaviour.md#f2 terminal
  * notification. Runs inside the caller's transaction; null when the task was not in `from`.
  */
 async function applyTransition(

@@ -1,5 +1,5 @@
 /**
- * bg_result (SPEC §F3): never blocks, verifies before delivering, never truncates.
+ * bg_result (docs/behaviour.md#f3): never blocks, verifies before delivering, never truncates.
  *
  * A committed result is delivered only after the answer file and the metadata recompute to the
  * digests stored at commit, and every attempt tarball named in the metadata still has its
@@ -17,7 +17,7 @@ export interface BgResult {
   taskId: string;
   workflow: string;
   state: string;
-  /** The workflow state while running (`state` is then 'running', SPEC §F3). */
+  /** The workflow state while running (`state` is then 'running', docs/behaviour.md#f3). */
   stage?: string;
   status: 'running' | 'completed' | 'failed' | 'cancelled';
   delivery: 'none' | 'inline' | 'artifact';

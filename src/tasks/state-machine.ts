@@ -1,5 +1,5 @@
 /**
- * The Fusion task state machine (SPEC §B2) as one union type and one transition table.
+ * The Fusion task state machine (docs/behaviour.md#b2) as one union type and one transition table.
  * Every change of `tasks.state` in the store goes through `assertTransition`.
  */
 import { FusionError } from '../errors.js';
@@ -55,7 +55,7 @@ export function isTaskState(value: string): value is TaskState {
   return (TASK_STATES as readonly string[]).includes(value);
 }
 
-/** Public status for notifications (SPEC §F2): running until terminal. */
+/** Public status for notifications (docs/behaviour.md#f2): running until terminal. */
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'cancelled';
 
 export function statusOf(state: TaskState): TaskStatus {

@@ -4,7 +4,7 @@
  *
  * Durability rule: the receipt is returned only after the task row, the canonical input and
  * the budget plan are committed (fsynced files + a committed SQLite transaction). Everything
- * that can reject the input runs before anything is created (SPEC §A8).
+ * that can reject the input runs before anything is created (docs/behaviour.md#a8).
  */
 import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';

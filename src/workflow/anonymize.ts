@@ -1,5 +1,5 @@
 /**
- * Anonymisation of the three candidates (SPEC §B5): an unbiased Fisher–Yates shuffle of the
+ * Anonymisation of the three candidates (docs/behaviour.md#b5): an unbiased Fisher–Yates shuffle of the
  * slots [1, 2, 3] onto the letters A, B, C. The random source is injected (4 bytes per draw) so
  * the fixed vector and the rejection path are testable; production passes
  * `() => crypto.randomBytes(4)` (see `cryptoRandomBytes4`).

@@ -1,5 +1,5 @@
 /**
- * The candidate stage (SPEC §B1, §B4, §B8, §D): three sandboxes in parallel with identical
+ * The candidate stage (docs/behaviour.md#b1, docs/behaviour.md#b4, docs/behaviour.md#b8, docs/behaviour.md#d): three sandboxes in parallel with identical
  * prompts; the first failure aborts the siblings and fails the run (never 2-of-3); a launch is
  * retried once only for a transient failure before the child existed. Every attempt's sealed
  * tool-call log is verified and cross-checked against the broker's own record, then the
@@ -88,7 +88,7 @@ export async function runCandidates(
           const fe = toFusionError(err, 'child_failed', `candidate-${slot}`);
           if (!firstError) {
             firstError = fe;
-            // One failure fails the run: stop the siblings now (SPEC §B4).
+            // One failure fails the run: stop the siblings now (docs/behaviour.md#b4).
             stageAc.abort('sibling_failed');
           }
           throw fe;

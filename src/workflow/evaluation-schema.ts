@@ -1,10 +1,10 @@
 /**
- * The evaluator's output contract (SPEC §C1-C3) and the bounded repair input (SPEC §B6).
+ * The evaluator's output contract (docs/behaviour.md#c1 (to #c3)) and the bounded repair input (docs/behaviour.md#b6).
  *
  * The validator is hand-written rather than zod-driven because the repair turn feeds its error
  * strings back to the evaluator and tests match on them: every error names its full path
  * (`evaluation.candidate_assessments[0].summary must be non-blank`) and uses the exact words of
- * §C3. It collects every error in one pass so one repair can fix them all. `EvaluationSchema`
+ * docs/behaviour.md#c3. It collects every error in one pass so one repair can fix them all. `EvaluationSchema`
  * (zod, strict) describes the same shape for code that builds evaluations and for the type.
  */
 import { z } from 'zod';
@@ -17,7 +17,7 @@ export type CandidateId = (typeof CANDIDATE_IDS)[number];
 /** Not in SCHEMA (constants.ts is shared and not ours to edit); same `<ns>` prefix. */
 export const REPAIR_SCHEMA_VERSION = `${SCHEMA_NS}fusion-evaluation-repair.v1` as const;
 
-/** Repair-input bounds (SPEC §B6). */
+/** Repair-input bounds (docs/behaviour.md#b6). */
 export const REPAIR_ERROR_LIMITS = {
   maxEntries: 24,
   maxEntryChars: 500,
@@ -263,7 +263,7 @@ function cut(text: string, maxChars: number): string {
 }
 
 /**
- * Bounds the errors fed back to the repair turn (SPEC §B6): at most 24 entries, each at most 500
+ * Bounds the errors fed back to the repair turn (docs/behaviour.md#b6): at most 24 entries, each at most 500
  * chars (a cut entry ends in `…`, counted in the 500), at most 4000 chars over all entries (the
  * entry that crosses the line is cut to fit), then `… N more validation errors omitted` when any
  * entry was dropped.
@@ -293,7 +293,7 @@ export interface RepairInput {
   validation_errors: string[];
 }
 
-/** The repair turn's data (SPEC §B6); the errors are bounded here. */
+/** The repair turn's data (docs/behaviour.md#b6); the errors are bounded here. */
 export function buildRepairInput(originalBlindInput: unknown, invalidOutput: string, errors: readonly string[]): RepairInput {
   return {
     schema_version: REPAIR_SCHEMA_VERSION,
@@ -304,7 +304,7 @@ export function buildRepairInput(originalBlindInput: unknown, invalidOutput: str
 }
 
 /**
- * The run's error when the one repair also fails the contract (SPEC §B6). The errors are bounded
+ * The run's error when the one repair also fails the contract (docs/behaviour.md#b6). The errors are bounded
  * like the repair input's, so a pathological output cannot make the message unbounded.
  */
 export function repairFailedError(errors: readonly string[]): FusionError {

@@ -1,5 +1,5 @@
 /**
- * The Fusion workflow (SPEC §B) as a TaskRunner:
+ * The Fusion workflow (docs/behaviour.md#b) as a TaskRunner:
  *   candidates (3 sandboxes, identical prompts) → anonymise (map persisted) → citation checks →
  *   blind evaluator (+ at most one repair) → merger → commit (answer + metadata digests).
  *
@@ -120,7 +120,7 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     run.fetched = JSON.parse((await control.store.getCheckpoint(task.id, CK.fetched)) ?? '[]') as RunState['fetched'];
   }
 
-  // Anonymise: the map is persisted before anything downstream sees an answer (SPEC §B5).
+  // Anonymise: the map is persisted before anything downstream sees an answer (docs/behaviour.md#b5).
   let map = await control.store.getCheckpoint(task.id, CK.anonymization);
   if (!map) {
     map = canonicalJson(anonymize(deps.randomBytes4 ?? (() => randomBytes(4))));
@@ -236,7 +236,7 @@ async function evaluate(deps: WorkflowDeps, run: RunState, blindInput: Record<st
   const evalMessages = messages(evaluatorSystemPrompt(), evaluatorUserPrompt(blindInput));
   assertMeasuredWithinBudget('evaluator', Buffer.byteLength(canonicalJson(evalMessages)), run.plan);
   const first = await runNoToolStage(deps, run, 'evaluator', evalMessages, OUTPUT_CAPS.evaluatorBytes);
-  // An oversized evaluation fails; it is not repaired (SPEC §B8).
+  // An oversized evaluation fails; it is not repaired (docs/behaviour.md#b8).
   if (first.overCap) throw new FusionError('child_output_cap', `evaluator output exceeds the ${OUTPUT_CAPS.evaluatorBytes}-byte cap; preserved, not truncated, and not repaired`, { stage: 'evaluator' });
   const checked = validateEvaluationText(first.text);
   if (checked.ok) return checked.evaluation;

@@ -1,5 +1,5 @@
 /**
- * SPEC §C4: the merger's final answer must not mention how it was produced — anonymous candidate
+ * docs/behaviour.md#c4: the merger's final answer must not mention how it was produced — anonymous candidate
  * ids, children/sandboxes, the evaluator or merger, providers, models or slots.
  *
  * The answer is about a repository or web pages, so ordinary technical words must pass: a data

@@ -1,7 +1,7 @@
 /**
  * Evaluator, repair and merger: one Bree worker thread each, no tools, their own broker socket
  * (so every model call of every stage goes through the one place that holds credentials and
- * keeps the record). Output is preserved whole; the cap is checked here (SPEC §B8).
+ * keeps the record). Output is preserved whole; the cap is checked here (docs/behaviour.md#b8).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -166,7 +166,7 @@ export function renderCandidateAnswer(a: CandidateAnswer): string {
   return `${out.join('\n')}\n`;
 }
 
-/** The size the child measures (SPEC §B8): bytes of the JSON string. */
+/** The size the child measures (docs/behaviour.md#b8): bytes of the JSON string. */
 export function capBytes(text: string): number {
   return Buffer.byteLength(JSON.stringify(text));
 }

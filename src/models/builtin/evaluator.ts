@@ -2,7 +2,7 @@
  * The blind evaluation from mechanical facts only: which citations the workflow verified
  * against the repository (or the fetched pages), which request terms each answer covers, which
  * files the answers agree on, and where their "most likely file" claims differ. Emits the
- * closed evaluation contract (SPEC §C2) as JSON only.
+ * closed evaluation contract (docs/behaviour.md#c2) as JSON only.
  */
 import { SCHEMA } from '../../contracts/constants.js';
 import { codeSpan } from './answer.js';

@@ -1,6 +1,6 @@
 /**
  * The builtin engine: a deterministic, offline `ModelProvider` that plays every role without a
- * language model, doing checkable work (DESIGN.md "The builtin engine").
+ * language model, doing checkable work (docs/architecture.md#builtin-engine).
  *
  * Stateless: each `complete` call recomputes its next step from the messages alone (the data
  * block of the first user message, then the tool calls and results so far), so a retried or

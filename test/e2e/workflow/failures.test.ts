@@ -1,5 +1,5 @@
 /**
- * Issue 3 §8 tests 2, 3, 4, 7 and 8: how a Fusion run fails, through the real daemon and real
+ * how a Fusion run fails, through the real daemon and real
  * bwrap sandboxes. Each case runs its own daemon with a test-only roster or launcher seam.
  */
 import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Issue 3 §8 test 1: one complete Fusion investigate run through the real daemon, real bwrap
+ * one complete Fusion investigate run through the real daemon, real bwrap
  * sandboxes and the builtin engine, over the fixture repository (a token-bucket rate limiter).
  */
 import { createHash } from 'node:crypto';
@@ -50,7 +50,7 @@ describeWithBwrap('fusion workflow e2e: a full builtin run', () => {
           return inner.complete(req);
         }),
       }),
-      // SPEC §B5 vector: random bytes always 00 00 00 00 → {A:2, B:3, C:1}.
+      // docs/behaviour.md#b5 vector: random bytes always 00 00 00 00 → {A:2, B:3, C:1}.
       workflow: { randomBytes4: () => Buffer.alloc(4) },
     });
     const receipt = await d.submit();
@@ -158,7 +158,7 @@ describeWithBwrap('fusion workflow e2e: a full builtin run', () => {
     }
   });
 
-  it('persists the anonymisation map before evaluation (SPEC §B5 vector)', async () => {
+  it('persists the anonymisation map before evaluation (docs/behaviour.md#b5 vector)', async () => {
     const map = await d.daemon.store.getCheckpoint(taskId, 'anonymization');
     expect(JSON.parse(map!)).toEqual({ A: 2, B: 3, C: 1 });
     const result = await d.daemon.store.getResult(taskId);

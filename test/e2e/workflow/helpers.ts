@@ -1,5 +1,5 @@
 /**
- * Shared set-up for the workflow e2e suites (issue 3 §8): a real daemon (in-process, real
+ * Shared set-up for the workflow e2e suites: a real daemon (in-process, real
  * socket, real SQLite, real bwrap sandboxes, real Bree stage workers) over the fixture
  * repository `test/fixtures/e2e/repo`, with test-only seams:
  *   - providers that wrap the builtin engine (capture, slow, crash, oversized, fenced JSON);

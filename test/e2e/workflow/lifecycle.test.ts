@@ -1,5 +1,5 @@
 /**
- * Issue 3 §8 tests 5 and 6: cancel during the candidate stage (in-process daemon) and kill -9
+ * cancel during the candidate stage (in-process daemon) and kill -9
  * of a daemon process mid-run, then restart recovery (spawned daemon,
  * test/fixtures/e2e/workflow-daemon.mjs). Both with real bwrap sandboxes.
  */

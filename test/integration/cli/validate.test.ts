@@ -12,7 +12,7 @@ function validate(tool: string, input: unknown, env: Record<string, string> = {}
 }
 
 describe('fusion validate', () => {
-  it('prints the normalised arguments (SPEC §A4) and exits 0', () => {
+  it('prints the normalised arguments (docs/behaviour.md#a4) and exits 0', () => {
     const r = validate('fusion_investigate', { objective: ' find risk ', background: [' repo changed '], deliverable: ' report ' });
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ objective: 'find risk', background: ['repo changed'], deliverable: 'report', scope: [], constraints: [] });
@@ -32,7 +32,7 @@ describe('fusion validate', () => {
     expect(r.stdout).toBe('');
   });
 
-  it('canonicalises research sources and rejects loopback encodings (SPEC §E1)', () => {
+  it('canonicalises research sources and rejects loopback encodings (docs/behaviour.md#e1)', () => {
     const base = { objective: 'o', background: [], deliverable: 'd' };
     const ok = validate('fusion_research', { ...base, sources: [{ url: 'HTTPS://Example.COM:443/a?q=1#frag', purpose: ' p ' }] });
     expect(ok.code).toBe(0);

@@ -56,7 +56,7 @@ describe('socket API against a real daemon process', () => {
     }
   });
 
-  it('issues a receipt with the SPEC §F1 text, then runs to completion with every transition streamed', async () => {
+  it('issues a receipt with the docs/behaviour.md#f1 text, then runs to completion with every transition streamed', async () => {
     const reply = await d.client.raw('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT });
     expect(reply.status).toBe(202);
     const receipt = reply.body as Json;
@@ -111,7 +111,7 @@ describe('socket API against a real daemon process', () => {
     }
   });
 
-  it('rejects malformed input with the exact message and creates nothing (SPEC §A8)', async () => {
+  it('rejects malformed input with the exact message and creates nothing (docs/behaviour.md#a8)', async () => {
     const before = readdirSync(join(d.home, 'tasks')).length;
     const tasksBefore = ((await d.client.call('GET', '/v1/tasks')) as Json).tasks.length;
     const reply = await d.client.raw('POST', '/v1/tasks/investigate', { arguments: { objective: 'x', background: [], deliverable: 'y', mode: 'fast' }, repo: ROOT });

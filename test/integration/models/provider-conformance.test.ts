@@ -1,5 +1,5 @@
 /**
- * One conformance suite for every remote ModelProvider (DESIGN.md "Tests"): the same script,
+ * One conformance suite for every remote ModelProvider (docs/architecture.md#tests): the same script,
  * each against its own fake server, must give port-shaped answers and the same failure modes.
  */
 import { afterEach, describe, expect, it } from 'vitest';

@@ -119,7 +119,7 @@ describe('transitions', () => {
     expect((await store.getTask(task.id))?.state).toBe('initializing');
   });
 
-  it('records error and usage, and writes the terminal notification (SPEC §F2)', async () => {
+  it('records error and usage, and writes the terminal notification (docs/behaviour.md#f2)', async () => {
     const task = await store.createTask(newTask());
     await store.transitionTask(task.id, 'initializing', 'candidates_running');
     const error = { code: 'child_timeout', message: 'candidate-2 hit its wall timeout', state: 'candidates_running' as const };

@@ -82,7 +82,7 @@ describe('sha256Hex', () => {
 const INVESTIGATE_RAW = { objective: ' find risk ', background: [' repo changed '], deliverable: ' report ' };
 const INVESTIGATE_TEXT = '{"background":["repo changed"],"constraints":[],"deliverable":"report","objective":"find risk","scope":[]}';
 
-describe('§A6 canonical request text', () => {
+describe('docs/behaviour.md#a6 canonical request text', () => {
   it('is the normalised arguments with sorted keys', () => {
     expect(canonicalRequestText(normalizeToolInput('investigate', INVESTIGATE_RAW))).toBe(INVESTIGATE_TEXT);
   });
@@ -93,7 +93,7 @@ describe('§A6 canonical request text', () => {
   });
 });
 
-describe('§A7 canonical input', () => {
+describe('docs/behaviour.md#a7 canonical input', () => {
   it('has exactly the investigate shape, with declared_sources []', () => {
     const args = normalizeToolInput('investigate', INVESTIGATE_RAW);
     const input = buildCanonicalInput({ workflow: 'investigate', cwd: '/repo', args });

@@ -19,7 +19,7 @@ function urlOf(raw: string): string {
   return result.url;
 }
 
-describe('canonicalizeSourceUrl: SPEC §E1 vectors', () => {
+describe('canonicalizeSourceUrl: docs/behaviour.md#e1 vectors', () => {
   it('HTTPS://Example.COM:443/a?q=1#frag → https://example.com/a?q=1', () => {
     expect(canonicalizeSourceUrl('HTTPS://Example.COM:443/a?q=1#frag')).toEqual({
       ok: true,
@@ -208,7 +208,7 @@ describe('canonicalizeSourceUrl: extra rejections', () => {
 });
 
 describe('isBlockedHostname and the exported lists', () => {
-  it('lists the metadata names of SPEC §E1', () => {
+  it('lists the metadata names of docs/behaviour.md#e1', () => {
     expect([...METADATA_HOSTNAMES].sort()).toEqual([
       'instance-data', 'instance-data.ec2.internal', 'metadata', 'metadata.goog', 'metadata.google.internal', 'metadata.local',
     ]);

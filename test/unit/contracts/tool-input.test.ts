@@ -27,7 +27,7 @@ const BASE = { objective: 'o', background: [], deliverable: 'd' };
 const SOURCE = { url: 'https://example.com/a', purpose: 'p' };
 const RESEARCH = { ...BASE, sources: [SOURCE] };
 
-describe('§A1 arguments must be an object', () => {
+describe('docs/behaviour.md#a1 arguments must be an object', () => {
   it.each([null, undefined, [], [BASE], 'x', 42, true])('%j', (args) => {
     expect(messageOf('investigate', args)).toBe('fusion_investigate arguments must be an object');
     expect(messageOf('research', args)).toBe('fusion_research arguments must be an object');
@@ -38,7 +38,7 @@ describe('§A1 arguments must be an object', () => {
   });
 });
 
-describe('§A2 closed schema', () => {
+describe('docs/behaviour.md#a2 closed schema', () => {
   it('reports unknown keys before missing ones', () => {
     expect(messageOf('investigate', { prompt: 'x' })).toBe('fusion_investigate contains unsupported key(s): prompt');
   });
@@ -73,7 +73,7 @@ describe('§A2 closed schema', () => {
   });
 });
 
-describe('§A3 strings and arrays', () => {
+describe('docs/behaviour.md#a3 strings and arrays', () => {
   it.each([
     [{ ...BASE, objective: 1 }, 'fusion_investigate.objective must be a string', 'objective'],
     [{ ...BASE, objective: null }, 'fusion_investigate.objective must be a string', 'objective'],
@@ -140,7 +140,7 @@ describe('§A3 strings and arrays', () => {
   });
 });
 
-describe('§A4 vector', () => {
+describe('docs/behaviour.md#a4 vector', () => {
   it('normalises the SPEC example exactly', () => {
     const result = normalizeToolInput('investigate', {
       objective: ' find risk ',
@@ -165,7 +165,7 @@ describe('§A4 vector', () => {
   });
 });
 
-describe('§A5 research sources', () => {
+describe('docs/behaviour.md#a5 research sources', () => {
   it.each([
     [{ ...BASE, sources: 'https://example.com/' }, 'fusion_research.sources must be an array', 'sources'],
     [{ ...BASE, sources: {} }, 'fusion_research.sources must be an array', 'sources'],

@@ -20,7 +20,7 @@ function failure(fn: () => unknown): FusionError {
   throw new Error('expected a failure');
 }
 
-describe('extractContent: the golden HTML → Markdown vector (SPEC §E3)', () => {
+describe('extractContent: the golden HTML → Markdown vector (docs/behaviour.md#e3)', () => {
   it('contains every required piece', () => {
     const out = extractContent(html(GOLDEN));
     expect(out.format).toBe('markdown');

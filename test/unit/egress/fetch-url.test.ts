@@ -13,7 +13,7 @@ function codeOf(fn: () => unknown): string {
   return 'no error';
 }
 
-describe('parseFetchUrl (SPEC §E3 URL rules)', () => {
+describe('parseFetchUrl (docs/behaviour.md#e3 URL rules)', () => {
   it('canonicalises the SPEC vector and drops the fragment', () => {
     const target = parseFetchUrl('HTTPS://Example.COM:443/a?q=1#frag');
     expect(target.canonical).toBe('https://example.com/a?q=1');
@@ -94,7 +94,7 @@ describe('parseFetchUrl (SPEC §E3 URL rules)', () => {
     expect(parseFetchUrl('d', 1, new URL('https://origin.test/a/c')).canonical).toBe('https://origin.test/a/d');
   });
 
-  it('agrees with the source declaration canonical form (SPEC §E1) for every URL both accept', () => {
+  it('agrees with the source declaration canonical form (docs/behaviour.md#e1) for every URL both accept', () => {
     const corpus = [
       'HTTPS://Example.COM:443/a?q=1#frag',
       'https://example.com./a',

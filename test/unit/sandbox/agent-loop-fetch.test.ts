@@ -25,7 +25,7 @@ const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8
 const TOOLS = [...CANDIDATE_TOOLS, RESEARCH_FETCH_TOOL];
 const PAGE = '# Docs\n\nHello.';
 
-describe('checkWebFetchArgs (SPEC §E2)', () => {
+describe('checkWebFetchArgs (docs/behaviour.md#e2)', () => {
   const declared = [DECLARED_URL, 'https://example.org/a?q=1'];
 
   it('accepts a declared canonical url with an optional extract', () => {

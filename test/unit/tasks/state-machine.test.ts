@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TASK_STATES, TRANSITIONS, assertTransition, canTransition, isTerminal, statusOf } from '../../../src/tasks/state-machine.js';
 
-describe('task state machine (SPEC §B2)', () => {
+describe('task state machine (docs/behaviour.md#b2)', () => {
   it('walks the happy path in order', () => {
     const path = ['initializing', 'candidates_running', 'candidates_complete', 'evaluating', 'evaluation_complete', 'merging', 'completed'] as const;
     for (let i = 0; i + 1 < path.length; i++) expect(canTransition(path[i]!, path[i + 1]!)).toBe(true);

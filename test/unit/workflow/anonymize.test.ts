@@ -14,7 +14,7 @@ function sequence(...values: number[]): () => Buffer {
   };
 }
 
-describe('randomIndex (SPEC §B5)', () => {
+describe('randomIndex (docs/behaviour.md#b5)', () => {
   it('reads 4 bytes big-endian and returns v % limit', () => {
     expect(randomIndex(3, () => Buffer.from([0, 0, 0, 0]))).toBe(0);
     expect(randomIndex(3, () => Buffer.from([0, 0, 0, 5]))).toBe(2);
@@ -46,7 +46,7 @@ describe('randomIndex (SPEC §B5)', () => {
   });
 });
 
-describe('anonymize (SPEC §B5)', () => {
+describe('anonymize (docs/behaviour.md#b5)', () => {
   it('vector: bytes always 00 00 00 00 → {A:2,B:3,C:1}', () => {
     expect(anonymize(() => Buffer.from([0, 0, 0, 0]))).toEqual({ A: 2, B: 3, C: 1 });
   });

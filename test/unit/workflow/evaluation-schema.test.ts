@@ -41,7 +41,7 @@ function errorsOf(value: unknown): string[] {
   return r.errors;
 }
 
-describe('validateEvaluationText: JSON only (SPEC §C1)', () => {
+describe('validateEvaluationText: JSON only (docs/behaviour.md#c1)', () => {
   it('accepts a valid evaluation and returns it', () => {
     const r = validateEvaluationText(JSON.stringify(valid()));
     expect(r.ok).toBe(true);
@@ -81,7 +81,7 @@ describe('validateEvaluationText: JSON only (SPEC §C1)', () => {
   });
 });
 
-describe('validateEvaluationText: closed contract and error words (SPEC §C2-C3)', () => {
+describe('validateEvaluationText: closed contract and error words (docs/behaviour.md#c2 (and #c3))', () => {
   it.each(['winner', 'scores', 'ranks', 'model'])('extra root key %s → "evaluation contains unknown key %s"', (key) => {
     const v = valid();
     v[key] = key === 'winner' ? 'A' : { A: 1 };
@@ -250,7 +250,7 @@ describe('validateEvaluationText: closed contract and error words (SPEC §C2-C3)
   });
 });
 
-describe('boundValidationErrors (SPEC §B6)', () => {
+describe('boundValidationErrors (docs/behaviour.md#b6)', () => {
   it('passes short lists through unchanged', () => {
     expect(boundValidationErrors(['a', 'b'])).toEqual(['a', 'b']);
     expect(boundValidationErrors([])).toEqual([]);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { INTERNALS_PATTERNS, findFusionInternals, stripCode } from '../../../src/workflow/internals-check.js';
 
-describe('findFusionInternals: positives (SPEC §C4)', () => {
+describe('findFusionInternals: positives (docs/behaviour.md#c4)', () => {
   it.each([
     ['Candidate A found the bug in `src/app.ts:3`.', ['Candidate A']],
     ['As candidate B noted, the retry is unbounded.', ['candidate B']],

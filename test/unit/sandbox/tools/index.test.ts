@@ -38,7 +38,7 @@ describe('tool registry', () => {
   });
 });
 
-describe('sandbox import rule (DESIGN.md rule 4)', () => {
+describe('sandbox import rule (docs/architecture.md#rule-4)', () => {
   it('tool code imports only node builtins and sibling files at run time', async () => {
     const toolsDir = fileURLToPath(new URL('../../../../sandbox/tools/', import.meta.url));
     const files = (await readdir(toolsDir)).filter((f) => f.endsWith('.ts')).map((f) => `${toolsDir}${f}`);
