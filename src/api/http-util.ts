@@ -41,8 +41,14 @@ export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYT
   // A NUL cannot be told from a C string's end by whatever reads the text next (files, argv, SQLite).
   const nul = findString(value, (s) => s.includes('\u0000'));
   if (nul !== undefined) throw new FusionError('invalid_input', `${nul} contains a NUL character`, { details: { field: nul } });
+  // A JSON escape (\ud800) yields a lone surrogate from valid UTF-8 bytes: written as UTF-8
+  // (prompts, task files) it would silently become U+FFFD, as invalid bytes are never allowed to.
+  const lone = findString(value, (s) => LONE_SURROGATE.test(s));
+  if (lone !== undefined) throw new FusionError('invalid_input', `${lone} contains an unpaired UTF-16 surrogate (not valid Unicode text)`, { details: { field: lone } });
   return value;
 }
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
