@@ -34,6 +34,10 @@ export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYT
     if (badUtf8) throw new FusionError('invalid_input', 'request body is not valid UTF-8', { details: { field: 'body' } });
     throw new FusionError('invalid_input', `request body is not valid JSON: ${(err as Error).message}`, { details: { field: 'body' } });
   }
+  // Every later walk (the checks below, validation, canonical JSON) recurses: bound it here.
+  if (depthOf(value) > MAX_JSON_DEPTH) {
+    throw new FusionError('invalid_input', `request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { details: { field: 'body', maxDepth: MAX_JSON_DEPTH } });
+  }
   if (badUtf8) {
     const field = findString(value, (s) => s.includes('\uFFFD')) ?? 'body';
     throw new FusionError('invalid_input', `${field} is not valid UTF-8`, { details: { field } });
@@ -49,6 +53,22 @@ export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYT
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+export const MAX_JSON_DEPTH = 64;
+
+/** Nesting depth of a parsed JSON value, without recursion (stops counting past MAX_JSON_DEPTH). */
+function depthOf(value: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d + 1 > max) max = d + 1;
+    if (max > MAX_JSON_DEPTH) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
+}
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 

@@ -137,6 +137,15 @@ describe('strict socket HTTP: every reply is the JSON envelope', () => {
     expect(envelopeOf(nul)).toMatchObject({ code: 'invalid_input', details: { field: 'arguments.background.1' } });
   });
 
+  it('a body nested too deeply is 400 invalid_input, not a 500 stack overflow', async () => {
+    const deep = `{"arguments":${'['.repeat(100_000)}${']'.repeat(100_000)},"repo":${JSON.stringify(ROOT)}}`;
+    const reply = await rawRequest(d.socket, post('/v1/tasks/investigate', deep, 'content-type: application/json\r\n'));
+    expect(reply!.status).toBe(400);
+    expect(envelopeOf(reply)).toMatchObject({ code: 'invalid_input', details: { field: 'body' } });
+    const health = await rawRequest(d.socket, 'GET /v1/health HTTP/1.1\r\nconnection: close\r\n\r\n');
+    expect(health!.status).toBe(200);
+  });
+
   it('a lone surrogate (\\ud800 escape, valid UTF-8 bytes) in a text field is refused, naming the field; nothing is created', async () => {
     // JSON escapes let a client send a string that is not Unicode text: anything writing it as
     // UTF-8 (prompts, task files) would silently turn it into U+FFFD.
