@@ -10,11 +10,17 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    total += buf.length;
-    if (total > maxBytes) throw new FusionError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { details: { maxBytes } });
-    chunks.push(buf);
+  try {
+    for await (const chunk of req) {
+      const buf = chunk as Buffer;
+      total += buf.length;
+      if (total > maxBytes) throw new FusionError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { details: { maxBytes } });
+      chunks.push(buf);
+    }
+  } catch (err) {
+    if (err instanceof FusionError) throw err;
+    // The client hung up (or the body's framing broke) mid-body: its fault, not the daemon's.
+    throw new FusionError('bad_request', `the request body was cut off before its end (${(err as Error).message.slice(0, 80)})`, { details: { field: 'body' } });
   }
   const bytes = Buffer.concat(chunks);
   let text: string;

@@ -137,6 +137,25 @@ describe('strict socket HTTP: every reply is the JSON envelope', () => {
     expect(envelopeOf(nul)).toMatchObject({ code: 'invalid_input', details: { field: 'arguments.background.1' } });
   });
 
+  it('a client that hangs up mid-body is not logged as a daemon error (internal_error)', async () => {
+    const before = d.stderr().length;
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve) => {
+        const s = connect(d.socket);
+        s.on('error', () => undefined);
+        s.write('POST /v1/tasks/investigate HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"arguments":');
+        setTimeout(() => {
+          s.destroy();
+          resolve();
+        }, 100);
+      });
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(d.stderr().slice(before)).not.toMatch(/internal_error/);
+    const health = await rawRequest(d.socket, 'GET /v1/health HTTP/1.1\r\nconnection: close\r\n\r\n');
+    expect(health!.status).toBe(200);
+  });
+
   it('a body nested too deeply is 400 invalid_input, not a 500 stack overflow', async () => {
     const deep = `{"arguments":${'['.repeat(100_000)}${']'.repeat(100_000)},"repo":${JSON.stringify(ROOT)}}`;
     const reply = await rawRequest(d.socket, post('/v1/tasks/investigate', deep, 'content-type: application/json\r\n'));
