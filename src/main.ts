@@ -352,8 +352,10 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
   }
 
+  const READ_ONLY_SKIP = { skipped: 'the daemon started read-only (full disk); restart it once space is freed' };
   const maint = maintenanceConfig(config.home, overrides.env ?? {}, overrides.maintenance);
-  mkdirSync(maint.backupDir, { recursive: true, mode: 0o700 });
+  // Read-only: nothing is backed up, and a new directory on the full disk could fail the start.
+  if (!readOnly) mkdirSync(maint.backupDir, { recursive: true, mode: 0o700 });
   const running = (): Set<string> => tasks.runningTaskIds();
   const maintenance = await startMaintenance({
     jobFile: join(CODE_DIR, 'jobs', 'maintenance-tick.js'),
@@ -369,8 +371,10 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
           cgroupRoots: overrides.cgroupRoots ?? ['/sys/fs/cgroup'], log,
         }),
       },
-      { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log }) },
-      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log }) },
+      // Read-only (full disk at start): interrupted tasks wait for the next start, so the sweep
+      // must not fail them; and a database copy must not be written onto the full disk.
+      { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log })) },
+      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log })) },
     ],
   });
 

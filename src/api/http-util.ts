@@ -10,11 +10,17 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    total += buf.length;
-    if (total > maxBytes) throw new FusionError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { details: { maxBytes } });
-    chunks.push(buf);
+  try {
+    for await (const chunk of req) {
+      const buf = chunk as Buffer;
+      total += buf.length;
+      if (total > maxBytes) throw new FusionError('payload_too_large', `request body exceeds ${maxBytes} bytes`, { details: { maxBytes } });
+      chunks.push(buf);
+    }
+  } catch (err) {
+    if (err instanceof FusionError) throw err;
+    // The client hung up (or the body's framing broke) mid-body: its fault, not the daemon's.
+    throw new FusionError('bad_request', `the request body was cut off before its end (${(err as Error).message.slice(0, 80)})`, { details: { field: 'body' } });
   }
   const bytes = Buffer.concat(chunks);
   let text: string;
@@ -34,6 +40,10 @@ export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYT
     if (badUtf8) throw new FusionError('invalid_input', 'request body is not valid UTF-8', { details: { field: 'body' } });
     throw new FusionError('invalid_input', `request body is not valid JSON: ${(err as Error).message}`, { details: { field: 'body' } });
   }
+  // Every later walk (the checks below, validation, canonical JSON) recurses: bound it here.
+  if (depthOf(value) > MAX_JSON_DEPTH) {
+    throw new FusionError('invalid_input', `request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { details: { field: 'body', maxDepth: MAX_JSON_DEPTH } });
+  }
   if (badUtf8) {
     const field = findString(value, (s) => s.includes('\uFFFD')) ?? 'body';
     throw new FusionError('invalid_input', `${field} is not valid UTF-8`, { details: { field } });
@@ -41,7 +51,29 @@ export async function readJsonBody(req: IncomingMessage, maxBytes = MAX_BODY_BYT
   // A NUL cannot be told from a C string's end by whatever reads the text next (files, argv, SQLite).
   const nul = findString(value, (s) => s.includes('\u0000'));
   if (nul !== undefined) throw new FusionError('invalid_input', `${nul} contains a NUL character`, { details: { field: nul } });
+  // A JSON escape (\ud800) yields a lone surrogate from valid UTF-8 bytes: written as UTF-8
+  // (prompts, task files) it would silently become U+FFFD, as invalid bytes are never allowed to.
+  const lone = findString(value, (s) => LONE_SURROGATE.test(s));
+  if (lone !== undefined) throw new FusionError('invalid_input', `${lone} contains an unpaired UTF-16 surrogate (not valid Unicode text)`, { details: { field: lone } });
   return value;
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+export const MAX_JSON_DEPTH = 64;
+
+/** Nesting depth of a parsed JSON value, without recursion (stops counting past MAX_JSON_DEPTH). */
+function depthOf(value: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d + 1 > max) max = d + 1;
+    if (max > MAX_JSON_DEPTH) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });

@@ -64,7 +64,8 @@ export interface SubmitRequest {
 type AbortReason = 'cancel' | 'shutdown';
 
 export class TaskService {
-  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void>; started: boolean }>();
+  /** `unadmit` gives back the task's waiting place (idempotent; also done when it starts). */
+  private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void>; started: boolean; unadmit: () => void }>();
   private accepting = true;
   /** Set when the daemon started on a full disk: why nothing is accepted. */
   private readOnlyReason: string | undefined;
@@ -176,7 +177,9 @@ export class TaskService {
       const entry = this.controllers.get(taskId);
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
-        // A task still waiting for its run slot has no sandbox to wait for.
+        // A task still waiting for its run slot waits no more: its place is free now, not when
+        // the slot it waited for frees. It has no sandbox to wait for either.
+        if (!entry.started) entry.unadmit();
         if (entry.started) await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
       }
       // Sealed once its runs have stopped, so the tarball holds what they left.
@@ -235,7 +238,7 @@ export class TaskService {
     const ac = new AbortController();
     let release!: () => void;
     const settled = new Promise<void>((r) => (release = r));
-    const entry = { ac, settled, started: false };
+    const entry = { ac, settled, started: false, unadmit: onStart };
     this.controllers.set(task.id, entry);
     this.deps.dispatcher.dispatch(task.id, async () => {
       entry.started = true;

@@ -95,6 +95,23 @@ describe('admission control and visible queueing', () => {
 });
 
 describe('honest CLI answers', () => {
+  it('cancelling a queued task frees its waiting place at once (not when a run slot frees)', async () => {
+    const d = await startStubDaemon(tempHome(), 3_000, 0, { taskConcurrency: 1, maxQueuedTasks: 2, maxQueuedPerCaller: 2 });
+    daemons.push(d);
+    expect((await submit(d, 'a')).status).toBe(202);
+    await new Promise((r) => setTimeout(r, 300)); // the first task takes the one run slot
+    const q1 = await submit(d, 'a');
+    const q2 = await submit(d, 'a');
+    expect([q1.status, q2.status]).toEqual([202, 202]);
+    expect((await submit(d, 'a')).status).toBe(429);
+    // Both waiting tasks are cancelled: nothing waits any more, so the caller and the daemon have room.
+    for (const q of [q1, q2]) expect(((await d.client.call('POST', `/v1/tasks/${q.body.taskId}/cancel`)) as Json).state).toBe('cancelled');
+    const again = await submit(d, 'a');
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    const other = await submit(d, 'b');
+    expect(other.status, JSON.stringify(other.body)).toBe(202);
+  });
+
   it('fusion wait exits 3 with what to do when the daemon goes away under it (not "task failed")', async () => {
     const d = await startStubDaemon(tempHome(), 5_000);
     daemons.push(d);

@@ -137,6 +137,53 @@ describe('strict socket HTTP: every reply is the JSON envelope', () => {
     expect(envelopeOf(nul)).toMatchObject({ code: 'invalid_input', details: { field: 'arguments.background.1' } });
   });
 
+  it('a client that hangs up mid-body is not logged as a daemon error (internal_error)', async () => {
+    const before = d.stderr().length;
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve) => {
+        const s = connect(d.socket);
+        s.on('error', () => undefined);
+        s.write('POST /v1/tasks/investigate HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"arguments":');
+        setTimeout(() => {
+          s.destroy();
+          resolve();
+        }, 100);
+      });
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(d.stderr().slice(before)).not.toMatch(/internal_error/);
+    const health = await rawRequest(d.socket, 'GET /v1/health HTTP/1.1\r\nconnection: close\r\n\r\n');
+    expect(health!.status).toBe(200);
+  });
+
+  it('a body nested too deeply is 400 invalid_input, not a 500 stack overflow', async () => {
+    const deep = `{"arguments":${'['.repeat(100_000)}${']'.repeat(100_000)},"repo":${JSON.stringify(ROOT)}}`;
+    const reply = await rawRequest(d.socket, post('/v1/tasks/investigate', deep, 'content-type: application/json\r\n'));
+    expect(reply!.status).toBe(400);
+    expect(envelopeOf(reply)).toMatchObject({ code: 'invalid_input', details: { field: 'body' } });
+    const health = await rawRequest(d.socket, 'GET /v1/health HTTP/1.1\r\nconnection: close\r\n\r\n');
+    expect(health!.status).toBe(200);
+  });
+
+  it('a lone surrogate (\\ud800 escape, valid UTF-8 bytes) in a text field is refused, naming the field; nothing is created', async () => {
+    // JSON escapes let a client send a string that is not Unicode text: anything writing it as
+    // UTF-8 (prompts, task files) would silently turn it into U+FFFD.
+    for (const [body, field] of [
+      [submitBody({ ...INVESTIGATE_ARGS, objective: 'a\ud800b' }), 'arguments.objective'],
+      [submitBody({ ...INVESTIGATE_ARGS, background: ['ok', '\udc00'] }), 'arguments.background.1'],
+      [JSON.stringify({ arguments: { ...INVESTIGATE_ARGS, ['k\ud83d']: 1 }, repo: ROOT }), 'arguments.k\ud83d'],
+    ] as const) {
+      const reply = await rawRequest(d.socket, post('/v1/tasks/investigate', body, 'content-type: application/json\r\n'));
+      expect(reply!.status, field).toBe(400);
+      expect(envelopeOf(reply)).toMatchObject({ code: 'invalid_input', details: { field } });
+    }
+    const list = (await d.client.call('GET', '/v1/tasks?state=initializing')) as { tasks: unknown[] };
+    expect(list.tasks).toEqual([]);
+    // A well-formed pair is fine.
+    const ok = await rawRequest(d.socket, post('/v1/tasks/investigate', submitBody({ ...INVESTIGATE_ARGS, objective: 'smile \ud83d\ude00' }), 'content-type: application/json\r\n'));
+    expect(ok!.status).toBe(202);
+  });
+
   it('headers that never finish are 408 client_timeout', async () => {
     const reply = await rawRequest(d.socket, 'GET /v1/health HTTP/1.1\r\nx-slow: 1\r\n', 15_000);
     expect(reply!.status).toBe(408);
