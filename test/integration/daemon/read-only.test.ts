@@ -3,7 +3,7 @@
  * writes nothing new: its maintenance jobs must not fail those tasks (stale sweep) nor write a
  * database copy onto the full disk (backup). Read-only is forced with a reserve above any free space.
  */
-import { execFileSync } from 'node:child_process';
+import sqlite3 from 'sqlite3';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
@@ -21,7 +21,13 @@ it('read-only start: the stale sweep does not fail interrupted tasks and no back
   await new Promise((r) => setTimeout(r, 500));
   await stopDaemon(d, 'SIGKILL');
   // Interrupted long ago: any sweep would call it stale.
-  execFileSync('sqlite3', [join(home, 'fusion.db'), "UPDATE tasks SET updated_at = '2000-01-01T00:00:00.000Z'"]);
+  // Through the sqlite3 package the daemon uses (the sqlite3 command-line tool is not installed by set-up).
+  await new Promise<void>((resolve, reject) => {
+    const db = new sqlite3.Database(join(home, 'fusion.db'), (openErr) => {
+      if (openErr) return reject(openErr);
+      db.run("UPDATE tasks SET updated_at = '2000-01-01T00:00:00.000Z'", (err) => db.close(() => (err ? reject(err) : resolve())));
+    });
+  });
 
   d = await startStubDaemon(home, 10_000, 0, { storageReserveBytes: Number.MAX_SAFE_INTEGER });
   expect(((await d.client.call('GET', '/v1/health')) as Json).readOnly).toBe(true);
