@@ -35,7 +35,9 @@ describe('document references', () => {
   });
 
   it('no file cites a document outside the repository', () => {
-    const outside = /SPEC §|SPEC section|SPEC\.md|DESIGN\.md|DESIGN "|STYLE\.md|shared\/(?:SPEC|DESIGN|STYLE|seeds)/u;
+    // Spelled in pieces so that this file does not cite what it forbids.
+    const spec = 'SPEC';
+    const outside = new RegExp(`${spec} §|${spec} section|${spec}\\.md|DESIGN\\.md|DESIGN "|STYLE\\.md|shared/(?:${spec}|DESIGN|STYLE|seeds)`, 'u');
     const offenders = files.filter((f) => outside.test(readFileSync(join(ROOT, f), 'utf8')));
     expect(offenders).toEqual([]);
   });
