@@ -117,6 +117,7 @@ export interface ResearchDocumentView {
   createdAt: string;
 }
 
+/** One stored page of a run: what the crawler collects, the store keeps and the API returns. */
 export interface ResearchSnapshotView {
   url: string;
   canonicalUrl: string;

@@ -7,7 +7,7 @@
  * racing a completion ends in exactly one terminal state, and a run is claimed by one executor.
  */
 import type { ResearchLimits } from '../contracts/research-limits.js';
-import type { ApiKeyKind, ResearchRunStatus } from '../contracts/research.js';
+import type { ApiKeyKind, ResearchRunStatus, ResearchSnapshotView } from '../contracts/research.js';
 import type { CrawlSkip as CrawlSkipNote, RobotsNote as CrawlRobotsNote } from '../research/crawl/port.js';
 
 export interface ResearchRunRecord {
@@ -42,17 +42,8 @@ export interface NewResearchRun {
   limits: ResearchLimits;
 }
 
-export interface ResearchSnapshotRecord {
-  url: string;
-  canonicalUrl: string;
-  finalUrl: string | null;
-  httpStatus: number | null;
-  contentType: string | null;
-  bytes: number | null;
-  sha256: string | null;
-  content: string | null;
-  fetchedAt: string;
-}
+/** The stored snapshot is the API's snapshot view, field for field. */
+export type ResearchSnapshotRecord = ResearchSnapshotView;
 
 export interface ResearchDocumentRecord {
   id: string;

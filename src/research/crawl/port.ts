@@ -7,6 +7,7 @@
 import type { Logger } from '../../log.js';
 import type { GuardedFetch } from '../../egress/guarded-fetch.js';
 import type { ResearchLimits } from '../../contracts/research-limits.js';
+import type { ResearchSnapshotView } from '../../contracts/research.js';
 
 export interface CrawlRequest {
   runId: string;
@@ -17,19 +18,11 @@ export interface CrawlRequest {
   limits: ResearchLimits;
 }
 
-export interface CrawlSnapshot {
-  url: string;
-  canonicalUrl: string;
-  finalUrl: string | null;
-  httpStatus: number | null;
-  contentType: string | null;
-  /** Raw body bytes read. */
-  bytes: number | null;
-  /** sha256 (hex) of the raw body. */
-  sha256: string | null;
-  /** Extracted text, beginning with UNTRUSTED_CAUTION. */
-  content: string | null;
-  fetchedAt: string;
+/**
+ * A collected page (the stored snapshot shape): `bytes` and `sha256` describe the raw body,
+ * `content` is the extracted text and begins with UNTRUSTED_CAUTION.
+ */
+export interface CrawlSnapshot extends ResearchSnapshotView {
   /** Link distance from a source URL (sources are 0). */
   depth?: number;
   /** True when the extracted text was cut at the snapshot text cap. */
