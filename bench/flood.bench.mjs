@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { stats } from './receipt-latency.bench.mjs';
+import { stats } from './floor.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FLOOD = iterations('BENCH_FLOOD', 1000, 200);

@@ -23,37 +23,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import sqlite3 from 'sqlite3';
+import { interleaved, openFloorDb, sqliteRun, stats } from './floor.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = iterationCount('BENCH_RECEIPTS', 200, 40);
 const WARMUP = 20;
 const GOAL_RATIO = 2;
 
-export function stats(samples) {
-  const s = [...samples].sort((a, b) => a - b);
-  const q = (p) => s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
-  const round = (x) => Math.round(x * 1000) / 1000;
-  return { n: s.length, p50: round(q(50)), p90: round(q(90)), p99: round(q(99)), mean: round(s.reduce((a, b) => a + b, 0) / s.length), min: round(s[0]), max: round(s[s.length - 1]) };
-}
 
-function sqliteRun(db, sql, params = []) {
-  return new Promise((resolve, reject) => db.run(sql, params, (err) => (err ? reject(err) : resolve())));
-}
-function sqliteGet(db, sql) {
-  return new Promise((resolve, reject) => db.get(sql, (err, row) => (err ? reject(err) : resolve(row))));
-}
 
-async function openFloorDb(file) {
-  const db = await new Promise((resolve, reject) => {
-    const d = new sqlite3.Database(file, (err) => (err ? reject(err) : resolve(d)));
-  });
-  const mode = await sqliteGet(db, 'PRAGMA journal_mode = WAL');
-  if (mode.journal_mode !== 'wal') throw new Error(`floor database is not in WAL mode: ${mode.journal_mode}`);
-  await sqliteRun(db, 'PRAGMA synchronous = FULL');
-  await sqliteRun(db, 'CREATE TABLE rows (id TEXT PRIMARY KEY, payload TEXT NOT NULL, created_at TEXT NOT NULL)');
-  return db;
-}
 
 export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
@@ -118,12 +96,8 @@ export default async function run() {
       if (record) files.push(dt);
     },
   };
-  const names = ['receipt', 'health', 'insert', 'files'];
   try {
-    for (let i = 0; i < WARMUP + N; i += 1) {
-      const record = i >= WARMUP;
-      for (let k = 0; k < names.length; k += 1) await ops[names[(i + k) % names.length]](record);
-    }
+    await interleaved(ops, WARMUP, N);
   } finally {
     await new Promise((resolve) => db.close(() => resolve()));
     await daemon.close();

@@ -16,28 +16,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { stats } from './receipt-latency.bench.mjs';
-import sqlite3 from 'sqlite3';
+import { interleaved, openFloorDb, sqliteRun, stats } from './floor.mjs';
 import { fetch } from 'undici';
 
 const N = Number(process.env.BENCH_CREATES ?? (process.env.BENCH_SHORT === '1' ? 40 : 200));
 const WARMUP = process.env.BENCH_SHORT === '1' ? 5 : 20;
 const GOAL_RATIO = 2;
 
-function sqliteRun(db, sql, params = []) {
-  return new Promise((resolve, reject) => db.run(sql, params, (err) => (err ? reject(err) : resolve())));
-}
 
-async function openFloorDb(file) {
-  const db = await new Promise((resolve, reject) => {
-    const d = new sqlite3.Database(file, (err) => (err ? reject(err) : resolve(d)));
-  });
-  const mode = await new Promise((resolve, reject) => db.get('PRAGMA journal_mode = WAL', (err, row) => (err ? reject(err) : resolve(row))));
-  if (mode.journal_mode !== 'wal') throw new Error(`floor database is not in WAL mode: ${mode.journal_mode}`);
-  await sqliteRun(db, 'PRAGMA synchronous = FULL');
-  await sqliteRun(db, 'CREATE TABLE rows (id TEXT PRIMARY KEY, payload TEXT NOT NULL, created_at TEXT NOT NULL)');
-  return db;
-}
 
 export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
@@ -86,12 +72,8 @@ export default async function run() {
       if (record) insert.push(dt);
     },
   };
-  const names = ['create', 'health', 'insert'];
   try {
-    for (let i = 0; i < WARMUP + N; i += 1) {
-      const record = i >= WARMUP;
-      for (let k = 0; k < names.length; k += 1) await ops[names[(i + k) % names.length]](record);
-    }
+    await interleaved(ops, WARMUP, N);
   } finally {
     await new Promise((resolve) => db.close(() => resolve()));
     await daemon.close();
