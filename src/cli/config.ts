@@ -42,8 +42,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const maxQueued = intFrom(flag(args, 'max-queued') ?? env.FUSION_MAX_QUEUED);
   const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
   const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
-  const uid = intFrom(env.FUSION_SANDBOX_UID);
-  const gid = intFrom(env.FUSION_SANDBOX_GID);
+  const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
   return {
     home: resolveHome(args, env),
     socketPath: resolveSocket(args, env),
@@ -53,8 +52,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
-    ...(uid !== undefined ? { sandboxUid: uid } : {}),
-    ...(gid !== undefined ? { sandboxGid: gid } : {}),
+    ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),
     ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),

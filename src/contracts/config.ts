@@ -20,9 +20,11 @@ export const DaemonConfigSchema = z
     /** Free bytes the data directory's filesystem must keep; below it submits are refused with storage_full. */
     storageReserveBytes: z.number().int().min(0).default(64 * 1024 * 1024),
     sandbox: z.enum(SANDBOX_CHOICES).default('auto'),
-    /** Unprivileged uid/gid the sandboxes run as when the daemon is root. */
-    sandboxUid: z.number().int().min(1).default(65534),
-    sandboxGid: z.number().int().min(1).default(65534),
+    /**
+     * `START-END`: the uids (and equal gids) a root daemon leases, one per sandbox
+     * (docs/security.md#uid-model); default 2100000000-2100065535.
+     */
+    sandboxUids: z.string().regex(/^\d{1,10}-\d{1,10}$/, 'must be START-END').default('2100000000-2100065535'),
     /** Model roster file (JSON, see README); absent → the builtin engine. */
     modelsFile: z.string().min(1).optional(),
     /** Admin model overrides (daemon or CLI flags), trusted like the models file. */

@@ -38,10 +38,12 @@ import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, typ
 import { validateSpec } from './validate-spec.js';
 import { Tail, signalName } from './process-output.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
+import { leaseIdentity } from './sandbox-lease.js';
+import { defaultUidPool, type UidPool } from './uid-pool.js';
 
 export const DEFAULT_DOCKER_SOCKET = '/var/run/docker.sock';
 export const CHILD_IMAGE_LABEL = 'org.fusion.child';
-export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt' } as const;
+export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt', uid: 'org.fusion.uid' } as const;
 const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
 const TAIL_BYTES = 4096;
 const CHECK_TIMEOUT_MS = 1_000;
@@ -76,9 +78,16 @@ export interface DockerLauncherOptions {
   docker?: Docker;
   /** Default /var/run/docker.sock. */
   socketPath?: string;
-  /** Host uid/gid of the child when the daemon is root (default 65534/65534). */
-  sandboxUid?: number;
-  sandboxGid?: number;
+  /** Where a root daemon leases each sandbox's uid (default: the process-wide pool). */
+  uidPool?: UidPool;
+  /** OCI runtime (`runsc` for the gVisor tier, see gvisor.ts); default the engine's (runc). */
+  runtime?: string;
+  /** Host tasks the runtime needs beyond the child's processes (gvisor.ts). */
+  pidsHeadroom?: number;
+  /** Replaces the seccomp security option derived from the policy (gvisor.ts adapts it to runsc). */
+  seccompOpt?: (policyOpt: string) => string;
+  /** The backend name this launcher reports (`gvisor` when built by gvisor.ts). */
+  name?: 'docker' | 'gvisor';
   /** CPU share per child in CPUs (default 1). */
   cpus?: number;
   /** Label value separating this daemon's containers from other daemons' on the same engine. */
@@ -106,6 +115,9 @@ interface ContainerInput {
   owner: string;
   requestCopy?: string;
   seccompOpt: string;
+  runtime?: string;
+  /** Host tasks the runtime itself needs in the container's pids cgroup (gVisor's Sentry and gofer). */
+  pidsHeadroom?: number;
 }
 
 /** The complete create options of one sandbox container. Pure, for tests. */
@@ -127,7 +139,7 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     ReadonlyRootfs: true,
     CapDrop: ['ALL'],
     SecurityOpt: ['no-new-privileges:true', input.seccompOpt],
-    PidsLimit: limits.maxProcesses,
+    PidsLimit: limits.maxProcesses + (input.pidsHeadroom ?? 0),
     Memory: limits.memoryBytes,
     MemorySwap: limits.memoryBytes,
     // Under host memory pressure the children die first, never the daemon.
@@ -150,6 +162,7 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     LogConfig: { Type: 'none', Config: {} },
     AutoRemove: false,
     RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
+    ...(input.runtime === undefined ? {} : { Runtime: input.runtime }),
   };
   return {
     name: `fusion-${sanitize(spec.taskId)}-${sanitize(spec.label)}-${randomUUID().slice(0, 8)}`,
@@ -162,7 +175,7 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     NetworkDisabled: true,
     AttachStdin: false, AttachStdout: true, AttachStderr: true, OpenStdin: false, Tty: false,
     StopSignal: 'SIGTERM',
-    Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: input.owner, [LABELS.taskId]: spec.taskId, [LABELS.attempt]: spec.label },
+    Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: input.owner, [LABELS.taskId]: spec.taskId, [LABELS.attempt]: spec.label, [LABELS.uid]: String(identity.uid) },
     HostConfig: hostConfig,
   };
 }
@@ -252,9 +265,11 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   const image = options.image ?? CHILD_IMAGE;
   const owner = options.owner ?? 'default';
   const nanoCpus = Math.round((options.cpus ?? 1) * 1e9);
-  const identity = resolveSandboxIdentity(options, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
+  const pool = options.uidPool ?? defaultUidPool();
+  const identity = resolveSandboxIdentity(pool.range, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
+  const backendName = options.name ?? 'docker';
   const arch = hostSeccompArch();
-  const seccompOpt = arch === null ? null : dockerSeccompSecurityOpt(arch);
+  const seccompOpt = arch === null ? null : (options.seccompOpt ?? ((opt: string) => opt))(dockerSeccompSecurityOpt(arch));
   /** Container ids this launcher runs right now (never reaped). */
   const live = new Set<string>();
 
@@ -311,9 +326,12 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     let scratch: string | undefined;
     let container: Docker.Container | undefined;
     let supervised = false;
+    let who: Awaited<ReturnType<typeof leaseIdentity>> | undefined;
     try {
       if (seccompOpt === null) throw new FusionError('sandbox_unavailable', `no seccomp policy for architecture ${process.arch}`);
-      await preparePaths(spec, identity);
+      who = await leaseIdentity(identity, pool, spec);
+      const as = who.identity;
+      await preparePaths(spec, as);
       let requestCopy: string | undefined;
       if (spec.requestFile !== undefined) {
         // A private, world-readable snapshot (like bwrap's --ro-bind-data): the host file's mode does not matter.
@@ -324,7 +342,8 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
         });
         await chmod(requestCopy, 0o444);
       }
-      const config = containerConfig({ spec, image, identity, nanoCpus, owner, seccompOpt, ...(requestCopy === undefined ? {} : { requestCopy }) });
+      const config = containerConfig({ spec, image, identity: as, nanoCpus, owner, seccompOpt, ...(requestCopy === undefined ? {} : { requestCopy }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }), ...(options.pidsHeadroom === undefined ? {} : { pidsHeadroom: options.pidsHeadroom }) });
+      if (config.name !== undefined) who.noteContainer(config.name);
       try {
         container = await docker.createContainer(config);
       } catch (err) {
@@ -337,8 +356,11 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       live.add(container.id);
       const stream = (await container.attach({ stream: true, stdout: true, stderr: true })) as unknown as Readable;
       const handle = supervise(container, stream, spec, startedAt, scratch);
-      // From here on the supervision's exit path removes the container and the scratch copy.
+      // From here on the supervision's exit path removes the container and the scratch copy,
+      // and then gives the uid back.
       supervised = true;
+      const leased = who;
+      void handle.exit.finally(() => leased.release());
       try {
         await container.start();
       } catch (err) {
@@ -346,7 +368,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
         throw launchError(`cannot start the sandbox container: ${untrusted(engineMessage(err), 500)}`, base, err);
       }
       handle.started();
-      log.info({ ...base, containerId: container.id.slice(0, 12), image, uid: identity.uid, gid: identity.gid,
+      log.info({ ...base, containerId: container.id.slice(0, 12), image, runtime: options.runtime ?? 'runc', uid: as.uid, gid: as.gid,
         memoryBytes: spec.limits.memoryBytes, maxProcesses: spec.limits.maxProcesses, wallMs: spec.limits.wallMs, idleMs: spec.limits.idleMs,
         launchMs: Math.round(performance.now() - startedAt) }, 'sandbox launched');
       return handle;
@@ -357,6 +379,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
           live.delete(container.id);
         }
         if (scratch !== undefined) await rm(scratch, { recursive: true, force: true });
+        who?.release();
       }
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', engineMessage(err), { retryable: container === undefined && isTransient(err), cause: err, details: base });
       log.warn({ ...base, code: error.code, retryable: error.retryable, reason: untrusted(error.message, 500) }, 'sandbox launch failed');
@@ -493,5 +516,5 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     };
   }
 
-  return { name: 'docker', image, check, launch, reapOrphans };
+  return { name: backendName, image, check, launch, reapOrphans };
 }
