@@ -19,7 +19,6 @@ import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
-import { FusionError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_SANDBOX_LIMITS, type LauncherName, type SandboxExit, type SandboxLimits } from '../launcher/port.js';
 import { selectLauncher } from '../launcher/select.js';

@@ -291,7 +291,7 @@ export function createUidPool(options: UidPoolOptions = {}): UidPool {
       if (lease === null) {
         const path = join(claimDir, String(uid));
         const text = readText(path);
-        let claim: Claim | null = null;
+        let claim: Claim | null;
         try {
           claim = text === null ? null : (JSON.parse(text) as Claim);
         } catch {
