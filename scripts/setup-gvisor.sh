@@ -6,8 +6,11 @@
 #
 # Platform: ptrace works everywhere (no KVM, no new kernel features); systrap is faster where the
 # kernel allows it, but Debian's runsc 20221219 predates it (`runsc --help` lists the platforms).
-# Override with FUSION_RUNSC_PLATFORM=kvm|systrap|ptrace. `--oci-seccomp` makes runsc apply the
-# container's seccomp profile inside the sandbox, so the one policy holds on this tier too.
+# Override with FUSION_RUNSC_PLATFORM=kvm|systrap|ptrace. `--network=none`: the Sentry gets no
+# network stack beyond loopback (runsc refuses Docker's `none` network otherwise on this host).
+# `--host-uds=open`: the child may connect to the one host socket bound into it (the broker);
+# it can create none. `--oci-seccomp` makes runsc apply the container's seccomp profile inside
+# the sandbox, so the one policy holds on this tier too.
 set -euo pipefail
 
 CONFIG=${FUSION_DOCKER_CONFIG:-/etc/docker/daemon.json}
@@ -35,7 +38,7 @@ const fs = require('node:fs');
 const [file, path, platform] = process.argv.slice(2);
 let config = {};
 try { config = JSON.parse(fs.readFileSync(file, 'utf8')); } catch (err) { if (err.code !== 'ENOENT') throw err; }
-const want = { path, runtimeArgs: [`--platform=${platform}`, '--network=none', '--oci-seccomp'] };
+const want = { path, runtimeArgs: [`--platform=${platform}`, '--network=none', '--host-uds=open', '--oci-seccomp'] };
 config.runtimes ??= {};
 if (JSON.stringify(config.runtimes.runsc) === JSON.stringify(want)) { console.log('no'); process.exit(0); }
 config.runtimes.runsc = want;

@@ -157,7 +157,12 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     CgroupnsMode: 'private',
     Privileged: false,
     Mounts: mounts,
-    Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+    Ulimits: [
+      { Name: 'core', Soft: 0, Hard: 0 },
+      // With runtime headroom in the pids cgroup, the child's own cap is the process rlimit,
+      // which gVisor's Sentry enforces per sandbox (its uid is the sandbox's alone).
+      ...(input.pidsHeadroom === undefined ? [] : [{ Name: 'nproc', Soft: limits.maxProcesses, Hard: limits.maxProcesses }]),
+    ],
     // Output is streamed through attach; nothing is kept on the engine's disk.
     LogConfig: { Type: 'none', Config: {} },
     AutoRemove: false,
@@ -249,8 +254,10 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promi
     let info = await stat(path).catch(() => null);
     if (info === null) throw launchError(`${name} ${path} does not exist`, { [name]: path });
     if (kind === 'dir' ? !info.isDirectory() : !info.isSocket()) throw launchError(`${name} ${path} is not a ${kind === 'dir' ? 'directory' : 'Unix socket'}`, { [name]: path });
-    if (identity.dropPrivileges && (name === 'outDir' || name === 'brokerSocketPath') && (info.uid !== uid || info.gid !== gid)) {
+    if (identity.dropPrivileges && (name === 'outDir' || name === 'brokerSocketPath')) {
+      // This sandbox's uid alone: /out 0700, the socket 0600 (connect() needs write on it).
       await chown(path, uid, gid);
+      await chmod(path, name === 'outDir' ? 0o700 : 0o600);
       info = await stat(path);
     }
     const have = permittedBits(info, uid, gid);
@@ -259,7 +266,7 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promi
 }
 
 export function createDockerLauncher(options: DockerLauncherOptions): DockerLauncher {
-  const log = options.log.child({ component: 'launcher', launcher: 'docker' });
+  const log = options.log.child({ component: 'launcher', launcher: options.name ?? 'docker' });
   const socketPath = options.socketPath ?? DEFAULT_DOCKER_SOCKET;
   const docker = options.docker ?? new Docker({ socketPath });
   const image = options.image ?? CHILD_IMAGE;

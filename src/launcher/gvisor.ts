@@ -16,12 +16,12 @@ import type { LauncherCheck } from './port.js';
 
 export const GVISOR_RUNTIME = 'runsc';
 /**
- * The Sentry and gofer run in the container's pids cgroup (the ptrace platform adds a traced stub
- * per child thread): at the child's own cap they fail to start threads. The child's processes
- * are still capped: the Sentry enforces RLIMIT_NPROC-like accounting of its own tasks is not
- * relied on; the cgroup cap is the child's plus this headroom.
+ * The Sentry and gofer run in the container's pids cgroup, with host threads of their own (and
+ * the ptrace platform's stubs): at the child's own cap they fail to start threads and the whole
+ * sandbox dies. So the cgroup gets this headroom (still a hard bound on the host), and the
+ * child's process cap is RLIMIT_NPROC, which the Sentry enforces on the sandbox's tasks.
  */
-const SENTRY_PIDS = 128;
+const SENTRY_PIDS = 384;
 const SETUP_HINT = 'install and register it as root: apt-get install runsc && bash scripts/setup-gvisor.sh (make system-deps does both)';
 
 /**
