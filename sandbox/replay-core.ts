@@ -13,8 +13,9 @@
  * offline verifier.
  */
 import { createHash } from 'node:crypto';
-import { readFile, readdir } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { isToolName, runTool, type ToolLimits } from './tools/index.js';
+import { openRegularFile } from './tools/open-regular.js';
 import { resolveInRepo } from './path-confine.js';
 import { SKIPPED_DIR_NAMES, startsInsideSkipped } from './tools/walk.js';
 
@@ -107,14 +108,25 @@ async function treeDigest(realDir: string, display: string, fileCache: Map<strin
   return sha256(lines.join('\n'));
 }
 
+/** SHA-256 of a regular file, or null for anything else (never blocks on a FIFO or device). */
+async function regularDigest(abs: string): Promise<string | null> {
+  try {
+    const opened = await openRegularFile(abs);
+    if (opened.special !== undefined) return null;
+    try {
+      return sha256(await opened.fh.readFile());
+    } finally {
+      await opened.fh.close();
+    }
+  } catch {
+    return null;
+  }
+}
+
 async function fileDigest(abs: string, cache: Map<string, string>): Promise<string> {
   let digest = cache.get(abs);
   if (digest === undefined) {
-    try {
-      digest = sha256(await readFile(abs));
-    } catch {
-      digest = 'unreadable';
-    }
+    digest = (await regularDigest(abs)) ?? 'unreadable';
     cache.set(abs, digest);
   }
   return digest;
@@ -133,12 +145,13 @@ async function touchedBy(root: string, call: ReplayCall, fileCache: Map<string, 
   const key = resolved.displayPath;
   let digest = treeCache.get(resolved.realPath);
   if (digest === undefined) {
-    try {
-      const content = await readFile(resolved.realPath);
-      digest = sha256(content);
-    } catch (err) {
-      digest = (err as NodeJS.ErrnoException).code === 'EISDIR' ? await treeDigest(resolved.realPath, key, fileCache) : 'unreadable';
-    }
+    const kind = await openRegularFile(resolved.realPath).then(async (opened) => {
+      if (opened.special !== undefined) return opened.special;
+      await opened.fh.close();
+      return null;
+    }, () => 'unreadable');
+    if (kind === 'directory') digest = await treeDigest(resolved.realPath, key, fileCache);
+    else digest = kind === null ? ((await regularDigest(resolved.realPath)) ?? 'unreadable') : 'unreadable';
     treeCache.set(resolved.realPath, digest);
   }
   return { [key]: digest };
