@@ -75,6 +75,7 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
     updatedAt: task.updatedAt,
     error: task.error,
     resumeCount: task.resumeCount,
+    callerUid: task.callerUid,
     usage: task.usage === null ? null : (JSON.parse(task.usage) as unknown),
   };
 }
