@@ -98,6 +98,8 @@ export interface DaemonOverrides {
   researchCancelPollMs?: number;
   /** Test seam: wraps the opened store (the chaos tests stop the process at a chosen write). */
   wrapStore?: <T extends Store>(store: T) => T;
+  /** Test seam: the peer-credential addon's path (a missing one proves --socket-group refuses to start). */
+  peerCredAddon?: string;
 }
 
 export interface Daemon {
@@ -157,8 +159,8 @@ function prepareHome(home: string, log: Logger): void {
  * than trust every member alike. Without one, only the daemon's uid (and root) can connect, so
  * a caller the addon cannot read is the daemon's own uid.
  */
-function socketAccess(config: DaemonConfig, log: Logger): SocketListenOptions {
-  const reader = loadPeerCredReader();
+function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): SocketListenOptions {
+  const reader = loadPeerCredReader(addonPath);
   const uid = process.getuid?.() ?? 0;
   const self = { uid, gid: process.getgid?.() ?? 0, pid: process.pid, groups: null };
   const onIdentifyError = (err: Error): void => log.warn({ err: err.message }, 'socket connection refused: its caller could not be read (SO_PEERCRED)');
@@ -182,7 +184,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   const log = overrides.log ?? createLogger({ level: config.logLevel });
   prepareHome(config.home, log);
   // Before anything is created: a bad --socket-group is a start-up error naming the flag.
-  const access = socketAccess(config, log);
+  const access = socketAccess(config, log, overrides.peerCredAddon);
   const paths = dataPaths(config.home);
   mkdirSync(paths.tasksDir, { recursive: true, mode: 0o700 });
   // Before anything shared is touched: refuse to run beside a live daemon on the same socket.

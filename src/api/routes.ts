@@ -302,7 +302,7 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
  * the daemon's uid (an MCP host or proxy serving several agents) may label their tasks with
  * `X-Fusion-Caller`.
  */
-function admissionLabel(req: IncomingMessage, caller: CallerIdentity | undefined, privileged: boolean): string | undefined {
+export function admissionLabel(req: IncomingMessage, caller: CallerIdentity | undefined, privileged: boolean): string | undefined {
   if (!privileged && caller !== undefined) return uidLabel(caller.uid);
   return headerLabel(req);
 }
