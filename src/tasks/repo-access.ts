@@ -30,7 +30,7 @@ export const checkRepoAsCaller: RepoAccessCheck = (repo, caller) =>
   new Promise((resolve, reject) => {
     const groups = caller.groups === null ? ['--init-groups'] : caller.groups.length > 0 ? ['--groups', caller.groups.join(',')] : ['--clear-groups'];
     const args = [`--reuid=${caller.uid}`, `--regid=${caller.gid}`, ...groups, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', '/bin/sh', '-c', CHECK_SCRIPT, 'fusion-repo-check', repo];
-    execFile('setpriv', args, { encoding: 'utf8', timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {
+    execFile('setpriv', args, { encoding: 'utf8', timeout: 10_000, cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {
       const physical = stdout.trim();
       if (err === null && physical.startsWith('/')) return resolve(physical);
       const spawnFailed = err !== null && (typeof (err as NodeJS.ErrnoException).code === 'string' || (err as { killed?: boolean }).killed === true);

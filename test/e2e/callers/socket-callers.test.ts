@@ -82,6 +82,38 @@ suite('non-root callers over a --socket-group socket', () => {
     const r = await asUser(user, [process.execPath, '-e', script]);
     return JSON.parse(r.stdout) as { status: number; text: string };
   };
+  /** `fusion mcp` as `user` (stdio JSON-RPC): initialize, then one tools/call; its reply. */
+  const mcpCall = (user: string, tool: string, args: Record<string, unknown>): Promise<{ isError?: boolean; content: { text: string }[] }> => {
+    const script = 'mount --bind "$1" "$2" && shift 2 && exec setpriv --reuid="$FUSION_TEST_USER" --regid="$FUSION_TEST_USER" --init-groups -- "$@"';
+    const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ROOT, view, process.execPath, join(view, 'dist', 'src', 'cli', 'main.js'), 'mcp', '--repo', repo], {
+      // The socket comes from the environment, as an agent's MCP configuration would set it.
+      env: { PATH: process.env.PATH ?? '', HOME: base, FUSION_TEST_USER: user, FUSION_SOCKET: socket, FUSION_LOG_LEVEL: 'warn' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const send = (m: unknown): boolean => child.stdin.write(`${JSON.stringify(m)}\n`);
+    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '0' } } });
+    send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: tool, arguments: args } });
+    return new Promise((done, fail) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        fail(new Error(`fusion mcp as ${user} gave no reply: ${err}`));
+      }, 60_000);
+      child.stdout.on('data', (c: Buffer) => {
+        out += c.toString();
+        for (const line of out.split('\n')) {
+          if (!line.includes('"id":2')) continue;
+          clearTimeout(timer);
+          child.kill('SIGTERM');
+          done((JSON.parse(line) as { result: { isError?: boolean; content: { text: string }[] } }).result);
+          return;
+        }
+      });
+    });
+  };
   const rootCli = (...args: string[]): Promise<Run> => run(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), ...args, '--socket', socket], { PATH: process.env.PATH ?? '', HOME: base, FUSION_LOG_LEVEL: 'warn' });
   const taskCount = (): number => readdirSync(join(home, 'tasks')).length;
 
@@ -190,6 +222,15 @@ suite('non-root callers over a --socket-group socket', () => {
     expect((await http(bob, 'GET', '/metrics')).status).toBe(403);
     expect((await http(bob, 'POST', '/v1/admin/maintenance/backup')).status).toBe(403);
   }, 120_000);
+
+  it('fusion mcp runs as the caller: the owner reads her task, another member is told it does not exist', async () => {
+    const mine = await mcpCall(alice, 'bg_status', { taskId });
+    expect(mine.isError ?? false).toBe(false);
+    expect(mine.content[0]!.text).toContain('completed');
+    const theirs = await mcpCall(bob, 'bg_status', { taskId });
+    expect(theirs.isError).toBe(true);
+    expect(theirs.content[0]!.text).toContain(`no task with id ${taskId}`);
+  }, 150_000);
 
   it('a user outside the group cannot open the socket (forbidden, and no embedded daemon is started)', async () => {
     const r = await cli(carol, 'tasks', '--json');
