@@ -35,12 +35,12 @@ function isSocket(path: string): boolean {
   }
 }
 
-/** The socket a client talks to. */
-export function resolveSocket(args: ParsedArgs, env: Env): string {
+/** The socket a client talks to (`shared`: SHARED_SOCKET, a parameter for tests). */
+export function resolveSocket(args: ParsedArgs, env: Env, shared: string = SHARED_SOCKET): string {
   const explicit = flag(args, 'socket') ?? env.FUSION_SOCKET;
   if (explicit) return resolve(explicit);
   const own = dataPaths(resolveHome(args, env)).defaultSocket;
-  return !isSocket(own) && isSocket(SHARED_SOCKET) ? SHARED_SOCKET : own;
+  return !isSocket(own) && isSocket(shared) ? shared : own;
 }
 
 /** The socket a daemon listens on (never discovered: a daemon does not take over another's path). */
