@@ -5,8 +5,8 @@
  * What the child gets (see `containerConfig`): the child image (Node + the built sandbox/ code,
  * `Dockerfile.child`), no network at all (`NetworkMode: none`: only `lo`), a read-only root, no
  * capabilities, no_new_privs, the project's seccomp profile (`docker-seccomp.ts`, generated from
- * the bwrap filter's policy), an unprivileged uid (65534 when the daemon is root, else the
- * daemon's own uid, like bwrap), docker-init as pid 1 (reaps zombies, forwards signals), private
+ * the bwrap filter's policy), an unprivileged uid (one leased per sandbox when the daemon is
+ * root, else the daemon's own uid, like bwrap), docker-init as pid 1 (reaps zombies, forwards signals), private
  * pid/IPC/cgroup/UTS namespaces (IPC without /dev/shm), a pids cap, memory = memory+swap, a CPU
  * share, a size-capped noexec tmpfs /tmp (with /out the only writable places), and exactly
  * `spec.env` plus PATH (Docker itself adds HOSTNAME and, unless given, HOME). Binds: /repo ro,
