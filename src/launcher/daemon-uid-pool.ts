@@ -4,10 +4,9 @@
  * ask the engine whether a crashed holder's container still exists.
  */
 import { existsSync } from 'node:fs';
-import Docker from 'dockerode';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { DEFAULT_DOCKER_SOCKET } from './docker.js';
+import { DEFAULT_DOCKER_SOCKET, dockerContainerProbe } from './docker.js';
 import { createUidPool, parseUidRange, uidRangeConflicts, type UidPool } from './uid-pool.js';
 
 export function createDaemonUidPool(rangeText: string, isRoot: boolean, log: Logger): UidPool {
@@ -21,11 +20,5 @@ export function createDaemonUidPool(rangeText: string, isRoot: boolean, log: Log
   if (conflicts.length > 0) {
     throw new FusionError('invalid_config', `sandbox uid range ${rangeText} is not free: ${conflicts.slice(0, 3).join('; ')}; choose another with --sandbox-uids START-END`, { details: { conflicts } });
   }
-  const docker = existsSync(DEFAULT_DOCKER_SOCKET) ? new Docker({ socketPath: DEFAULT_DOCKER_SOCKET }) : undefined;
-  return createUidPool({
-    range,
-    ...(docker === undefined ? {} : {
-      containerExists: (name: string) => docker.getContainer(name).inspect().then(() => true, (err: { statusCode?: number }) => err.statusCode !== 404),
-    }),
-  });
+  return createUidPool({ range, ...(existsSync(DEFAULT_DOCKER_SOCKET) ? { containerExists: dockerContainerProbe() } : {}) });
 }

@@ -100,6 +100,14 @@ export interface DockerLauncher extends Launcher {
   readonly image: string;
   /** Removes this owner's labelled containers that no live task owns; returns their ids. */
   reapOrphans(liveTaskIds: Set<string>): Promise<string[]>;
+  /** The OCI runtimes the engine has registered (`runc`, `runsc`…). */
+  runtimes(): Promise<string[]>;
+}
+
+/** Whether the engine still has a container of that name (for the uid pool's liveness check); errors count as yes. */
+export function dockerContainerProbe(socketPath: string = DEFAULT_DOCKER_SOCKET): (name: string) => Promise<boolean> {
+  const docker = new Docker({ socketPath });
+  return (name) => docker.getContainer(name).inspect().then(() => true, (err: EngineError) => err.statusCode !== 404);
 }
 
 /** A bind mount (the dockerode types lack `NonRecursive`, API 1.40+). */
@@ -523,5 +531,10 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     };
   }
 
-  return { name: backendName, image, check, launch, reapOrphans };
+  async function runtimes(): Promise<string[]> {
+    const info = (await withTimeout(docker.info() as Promise<{ Runtimes?: Record<string, unknown> }>, CHECK_TIMEOUT_MS * 5, 'the Docker engine')) ?? {};
+    return Object.keys(info.Runtimes ?? {});
+  }
+
+  return { name: backendName, image, check, launch, reapOrphans, runtimes };
 }

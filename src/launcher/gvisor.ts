@@ -10,8 +10,7 @@
  * Cost: a slower start (the Sentry boots per container) and slower syscalls; `make bench`
  * records the start-up of each tier (bench/sandbox-tiers.bench.mjs).
  */
-import Docker from 'dockerode';
-import { createDockerLauncher, DEFAULT_DOCKER_SOCKET, type DockerLauncher, type DockerLauncherOptions } from './docker.js';
+import { createDockerLauncher, type DockerLauncher, type DockerLauncherOptions } from './docker.js';
 import type { LauncherCheck } from './port.js';
 
 export const GVISOR_RUNTIME = 'runsc';
@@ -38,14 +37,12 @@ export function gvisorSeccompOpt(policyOpt: string): string {
 }
 
 export function createGvisorLauncher(options: Omit<DockerLauncherOptions, 'runtime' | 'name' | 'seccompOpt'>): DockerLauncher {
-  const docker = options.docker ?? new Docker({ socketPath: options.socketPath ?? DEFAULT_DOCKER_SOCKET });
-  const inner = createDockerLauncher({ ...options, docker, runtime: GVISOR_RUNTIME, name: 'gvisor', seccompOpt: gvisorSeccompOpt, pidsHeadroom: SENTRY_PIDS });
+  const inner = createDockerLauncher({ ...options, runtime: GVISOR_RUNTIME, name: 'gvisor', seccompOpt: gvisorSeccompOpt, pidsHeadroom: SENTRY_PIDS });
   async function check(): Promise<LauncherCheck> {
     const engine = await inner.check();
     if (!engine.ok) return engine;
     try {
-      const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
-      if (info.Runtimes?.[GVISOR_RUNTIME] === undefined) return { ok: false, reason: `the Docker engine has no ${GVISOR_RUNTIME} runtime; ${SETUP_HINT}` };
+      if (!(await inner.runtimes()).includes(GVISOR_RUNTIME)) return { ok: false, reason: `the Docker engine has no ${GVISOR_RUNTIME} runtime; ${SETUP_HINT}` };
     } catch (err) {
       return { ok: false, reason: `cannot ask the Docker engine for its runtimes: ${(err as Error).message}` };
     }
