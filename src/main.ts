@@ -36,7 +36,7 @@ import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
 import { sealTask } from './audit/task-tarball.js';
-import { assertFreeSpace, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
+import { cachedFreeSpaceCheck, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
 import { createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
@@ -332,7 +332,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     preflightOptions: (options) => rosterFor(options).budget,
     onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
-    assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
+    assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
   // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so

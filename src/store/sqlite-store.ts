@@ -130,7 +130,9 @@ class SqliteStoreImpl implements SqliteStore {
   async createTask(task: NewTask): Promise<TaskRecord> {
     const at = now();
     try {
-      const record = await this.db.transaction(async (tx) => {
+      // Group commit: submits arriving during a commit share the next one (sqlite-db.ts); the
+      // receipt still waits for its own row to be durable.
+      const record = await this.db.groupTransaction(async (tx) => {
         await tx.run(
           `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
              created_at, updated_at) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?)`,
@@ -187,7 +189,8 @@ class SqliteStoreImpl implements SqliteStore {
 
   async transitionTask(id: string, from: TaskState, to: TaskState, patch: TransitionPatch = {}): Promise<TaskRecord | null> {
     assertTransition(from, to);
-    const record = await this.db.transaction((tx) => applyTransition(tx, id, from, to, patch, now()));
+    // Group commit: concurrent submits and their queued marks share one fsync (sqlite-db.ts).
+    const record = await this.db.groupTransaction((tx) => applyTransition(tx, id, from, to, patch, now()));
     this.logTransition(id, from, to, record, patch.error);
     return record;
   }
