@@ -35,9 +35,9 @@ import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
-import { sealTask } from './audit/task-tarball.js';
+import { pruneSealedAttemptFiles, sealTask } from './audit/task-tarball.js';
 import { cachedFreeSpaceCheck, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
-import { createResultSealCheck } from './audit/result-seal.js';
+import { createAttemptRecordCheck, createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
@@ -330,7 +330,11 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     tasksDir: paths.tasksDir,
     // A bad model override is an input error at submit time, before anything exists.
     preflightOptions: (options) => rosterFor(options).budget,
-    onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
+    onTerminal: async (taskId) => {
+      const sealed = await sealTask(sealDeps, taskId);
+      // Each attempt kept once: the sealed tarball, not also the unpacked files (unless asked).
+      if (sealed !== null && !config.keepAttemptFiles) await pruneSealedAttemptFiles(paths.tasksDir, taskId);
+    },
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
     assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
   });
@@ -410,6 +414,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       return maintenance.runNow(job as MaintenanceJobName);
     },
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
+    attemptCheck: createAttemptRecordCheck(store),
     research: { service: research, keys: researchSql },
   };
   let server: Server;

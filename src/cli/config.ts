@@ -53,6 +53,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
+    ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
