@@ -333,7 +333,10 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     onTerminal: async (taskId) => {
       const sealed = await sealTask(sealDeps, taskId);
       // Each attempt kept once: the sealed tarball, not also the unpacked files (unless asked).
-      if (sealed !== null && !config.keepAttemptFiles) await pruneSealedAttemptFiles(paths.tasksDir, taskId);
+      if (sealed !== null && !config.keepAttemptFiles) {
+        await pruneSealedAttemptFiles(paths.tasksDir, taskId);
+        await store.dropSealedCheckpoints(taskId);
+      }
     },
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
     assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),

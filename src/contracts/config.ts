@@ -20,9 +20,10 @@ export const DaemonConfigSchema = z
     /** Free bytes the data directory's filesystem must keep; below it submits are refused with storage_full. */
     storageReserveBytes: z.number().int().min(0).default(64 * 1024 * 1024),
     /**
-     * Keep each attempt's unpacked files and attempt .tar in the task directory after the task
-     * tarball is sealed. Default false: once sealed, the task tarball (in the database) is the one
-     * copy of every attempt (issue 16: each attempt kept once unless the admin asks).
+     * Keep each attempt's unpacked files and attempt .tar in the task directory, and the task's
+     * stage checkpoints in the database, after the task tarball is sealed. Default false: once
+     * sealed, the task tarball (in the database) is the one copy (issue 16: each attempt kept
+     * once unless the admin asks).
      */
     keepAttemptFiles: z.boolean().default(false),
     sandbox: z.enum(SANDBOX_CHOICES).default('auto'),
