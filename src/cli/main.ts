@@ -38,6 +38,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'max-queued-per-caller': { value: true },
   'storage-reserve-mb': { value: true },
   'keep-attempt-files': {},
+  'socket-group': { value: true },
   resolve: { value: true, repeat: true },
   'allow-cidr': { value: true, repeat: true },
   'models-file': { value: true },
