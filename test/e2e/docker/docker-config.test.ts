@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { dockerSeccompProfile, dockerSeccompSecurityOpt, hostSeccompArch } from '../../../src/launcher/docker-seccomp.js';
-import { CHILD_IMAGE, childImage, containerConfig, LABELS } from '../../../src/launcher/docker.js';
+import { CHILD_IMAGE, childImage, containerConfig, LABELS } from '../../../src/launcher/docker-config.js';
 import { AF_UNIX, CLONE_NAMESPACE_FLAGS, SYSCALLS } from '../../../src/launcher/seccomp-policy.js';
 import { DEFAULT_SANDBOX_LIMITS, SANDBOX_PATHS } from '../../../src/launcher/port.js';
 import { readFileSync } from 'node:fs';

@@ -2,7 +2,7 @@
  * The bwrap invocation: required isolation flags, what is bound where, and what is never bound.
  */
 import { describe, expect, it } from 'vitest';
-import { buildBwrapArgs } from '../../../src/launcher/bwrap.js';
+import { buildBwrapArgs } from '../../../src/launcher/bwrap-args.js';
 
 const runtime = {
   mountArgs: ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--ro-bind-try', '/etc/ld.so.cache', '/etc/ld.so.cache'],
