@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import { SANDBOX_PATHS, type SandboxSpec } from './port.js';
+import { cpuSecondsCap } from './docker-deadline-keeper.js';
 import type { SandboxIdentity } from './sandbox-user.js';
 
 export const CHILD_IMAGE_LABEL = 'org.fusion.child';
@@ -53,6 +54,7 @@ export interface ContainerInput {
 export function containerConfig(input: ContainerInput): Docker.ContainerCreateOptions {
   const { spec, identity } = input;
   const { limits } = spec;
+  const cpuSeconds = cpuSecondsCap(limits.wallMs, limits.killGraceMs, input.nanoCpus / 1e9);
   const bind = (source: string, target: string, readOnly: boolean): BindMount => ({
     Type: 'bind', Source: source, Target: target, ReadOnly: readOnly,
     // Non-recursive: a mount below the repository never shows up (20.10 cannot make it read-only).
@@ -86,7 +88,9 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     CgroupnsMode: 'private',
     Privileged: false,
     Mounts: mounts,
-    Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
+    // RLIMIT_CPU: the kernel's own bound on a busy child, never reached while the wall clock is
+    // kept (see docker-deadline-keeper.ts); SIGXCPU at the soft limit, SIGKILL at the hard one.
+    Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }, { Name: 'cpu', Soft: cpuSeconds, Hard: cpuSeconds + 5 }],
     // Output is streamed through attach; nothing is kept on the engine's disk.
     LogConfig: { Type: 'none', Config: {} },
     AutoRemove: false,

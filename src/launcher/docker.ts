@@ -32,6 +32,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
 import { CHILD_IMAGE, CHILD_IMAGE_LABEL, containerConfig, LABELS } from './docker-config.js';
+import { deadlineKeeper, KEEPER_SLACK_MS } from './docker-deadline-keeper.js';
 import { demux, engineMessage, isTransient, withTimeout, type EngineError } from './docker-engine.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
 import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
@@ -111,6 +112,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   const identity = resolveSandboxIdentity(options, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
   const arch = hostSeccompArch();
   const seccompOpt = arch === null ? null : dockerSeccompSecurityOpt(arch);
+  const keeper = deadlineKeeper(socketPath);
   /** Container ids this launcher runs right now (never reaped). */
   const live = new Set<string>();
 
@@ -206,6 +208,8 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
         throw launchError(`cannot start the sandbox container: ${untrusted(engineMessage(err), 500)}`, base, err);
       }
       supervision.started();
+      // The wall clock without the daemon: removed by the keeper if this process dies first.
+      keeper.watch(container.id, Date.now() + spec.limits.wallMs + spec.limits.killGraceMs + KEEPER_SLACK_MS);
       // Diagnostics only: the host pid of the container's init.
       void container.inspect().then((i) => {
         containerPid = i.State.Pid || undefined;
@@ -261,6 +265,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
             if ((err as EngineError).statusCode !== 404) log.warn({ taskId: spec.taskId, label: spec.label, reason: untrusted(engineMessage(err), 300) }, 'sandbox container removal failed');
           });
           live.delete(container.id);
+          keeper.release(container.id);
           if (scratch !== undefined) await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
           return { containerId: container.id.slice(0, 12), oomKilled };
         },
