@@ -169,7 +169,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
   const dockerOwner = `daemon-${createHash('sha256').update(config.home).digest('hex').slice(0, 12)}`;
   const factories: LauncherFactories =
-    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner });
+    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
   const launchers = new Map<string, Promise<Launcher>>();
   const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
     const key = choice === 'auto' ? config.sandbox : choice;

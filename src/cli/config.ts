@@ -55,6 +55,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
+    ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),
     ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),
