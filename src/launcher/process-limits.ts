@@ -55,15 +55,25 @@ export interface DetectOptions {
   allowRlimitFallback?: boolean;
 }
 
-/** Finds the best working cap mechanism; throws (with every reason) when none works or is allowed. */
-export async function detectLimitBackend(options: DetectOptions = {}): Promise<LimitBackend> {
+/** Each cgroup mechanism of this host, tried in order: a backend, or why it cannot be used. */
+export type CgroupAttempt = () => Promise<CgroupLimitBackend | string>;
+
+async function hostCgroupAttempts(cgroupParent: string | undefined): Promise<CgroupAttempt[]> {
+  const mounts = parseCgroupMounts((await readText('/proc/self/mountinfo')) ?? '');
+  const entries = parseProcCgroup((await readText('/proc/self/cgroup')) ?? '');
+  return [() => tryCgroupV2(mounts, entries, cgroupParent), () => tryCgroupV1(mounts, entries)];
+}
+
+/**
+ * Finds the best working cap mechanism; throws (with every reason) when none works or is allowed.
+ * `attempts` replaces the host's cgroup mechanisms (tests).
+ */
+export async function detectLimitBackend(options: DetectOptions = {}, attempts?: CgroupAttempt[]): Promise<LimitBackend> {
   const preference = options.preference ?? 'auto';
   const prlimitPath = options.prlimitPath ?? '/usr/bin/prlimit';
   const reasons: string[] = [];
   if (preference !== 'rlimit') {
-    const mounts = parseCgroupMounts((await readText('/proc/self/mountinfo')) ?? '');
-    const entries = parseProcCgroup((await readText('/proc/self/cgroup')) ?? '');
-    for (const attempt of [() => tryCgroupV2(mounts, entries, options.cgroupParent), () => tryCgroupV1(mounts, entries)]) {
+    for (const attempt of attempts ?? (await hostCgroupAttempts(options.cgroupParent))) {
       const result = await attempt();
       if (typeof result !== 'string') return result;
       reasons.push(result);
