@@ -25,6 +25,8 @@ export interface Runtime {
 export interface BwrapArgsInput {
   runtime: Runtime;
   tmpfsBytes: number;
+  /** A host `noexec` tmpfs to bind at /tmp (root daemon); else bwrap's own (exec-able) tmpfs. */
+  tmpDir?: string;
   repoDir?: string;
   outDir?: string;
   codeDir?: string;
@@ -48,7 +50,8 @@ export function buildBwrapArgs(input: BwrapArgsInput): BwrapInvocation {
   // /dev is a tmpfs the sandbox user owns: read-only, or it would be scratch space beyond the
   // /tmp cap (device nodes stay usable on a read-only mount).
   args.push('--proc', '/proc', '--dev', '/dev', '--remount-ro', '/dev');
-  args.push('--size', String(input.tmpfsBytes), '--perms', '1777', '--tmpfs', SANDBOX_PATHS.tmp);
+  if (input.tmpDir !== undefined) args.push('--bind', input.tmpDir, SANDBOX_PATHS.tmp);
+  else args.push('--size', String(input.tmpfsBytes), '--perms', '1777', '--tmpfs', SANDBOX_PATHS.tmp);
   if (input.repoDir !== undefined) args.push('--ro-bind', input.repoDir, SANDBOX_PATHS.repo);
   if (input.outDir !== undefined) args.push('--bind', input.outDir, SANDBOX_PATHS.out);
   if (input.codeDir !== undefined) args.push('--ro-bind', input.codeDir, SANDBOX_PATHS.code);

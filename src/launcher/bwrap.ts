@@ -39,6 +39,7 @@ import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
 import { buildBwrapArgs, bwrapArgv, type Runtime } from './bwrap-args.js';
 import { handshake, type HandshakeProgress } from './bwrap-handshake.js';
+import { mountNoexecTmp, sweepNoexecTmps, type NoexecTmp } from './bwrap-noexec-tmp.js';
 import { resolveRuntime } from './bwrap-runtime-binds.js';
 import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
 import { descendantPids } from './proc-files.js';
@@ -106,6 +107,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     gid: process.getgid?.() ?? 0,
   });
   let runtimePromise: Promise<Runtime> | undefined;
+  /** Leftover /tmp mounts of killed daemons, removed once before the first launch. */
+  let sweptTmps: Promise<void> | undefined;
   let backendPromise: Promise<LimitBackend> | undefined;
   const runtime = (): Promise<Runtime> => (runtimePromise ??= resolveRuntime(nodePath));
   const backend = (): Promise<LimitBackend> =>
@@ -182,6 +185,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     validateSpec(spec);
     const { limits } = spec;
     let cgroup: SandboxCgroup | undefined;
+    let tmp: NoexecTmp | undefined;
     let requestHandle: FileHandle | undefined;
     let mechanism: LimitMechanism | undefined;
     try {
@@ -205,17 +209,27 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
           throw new FusionError('launch_failed', `cannot create the sandbox cgroup: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
         });
       }
+      if (identity.dropPrivileges) {
+        sweptTmps ??= sweepNoexecTmps();
+        await sweptTmps;
+        tmp = await mountNoexecTmp(randomUUID().slice(0, 12), limits.tmpfsBytes, identity.uid, identity.gid).catch((err: unknown) => {
+          throw new FusionError('launch_failed', `cannot mount the sandbox /tmp: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
+        });
+      }
       const invocation = buildBwrapArgs({
         runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: spec.repoDir, outDir: spec.outDir,
+        ...(tmp === undefined ? {} : { tmpDir: tmp.dir }),
         ...(spec.codeDir === undefined ? {} : { codeDir: spec.codeDir }),
         ...(spec.brokerSocketPath === undefined ? {} : { brokerSocketPath: spec.brokerSocketPath }),
         hasRequest: requestHandle !== undefined, env: spec.env ?? {}, command: spec.command,
       });
       const child = spawnBwrap([...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
       const ownCgroup = cgroup;
-      cgroup = undefined; // from here on the supervision's inspect removes it
+      const ownTmp = tmp;
+      cgroup = undefined; // from here on the supervision's inspect removes them
+      tmp = undefined;
       const progress: HandshakeProgress = { initPid: undefined, released: false };
-      const supervision = superviseBwrap(child, spec, startedAt, ownCgroup, progress, mechanism);
+      const supervision = superviseBwrap(child, spec, startedAt, ownCgroup, ownTmp, progress, mechanism);
       const handle = supervision.handle;
       const spawnError = await new Promise<Error | null>((resolve) => {
         child.once('spawn', () => resolve(null));
@@ -257,6 +271,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     } catch (err) {
       await requestHandle?.close().catch(() => undefined);
       await cgroup?.destroy().catch(() => undefined);
+      await tmp?.release();
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', (err as Error).message, { retryable: isRetryable(err), cause: err });
       log.warn({ ...base, code: error.code, retryable: error.retryable, limitMechanism: mechanism, reason: untrusted(error.message, 500) }, 'sandbox launch failed');
       throw error;
@@ -264,7 +279,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
   }
 
   /** The bwrap side of supervision: how to find, signal and clean up one sandbox's processes. */
-  function superviseBwrap(child: ChildProcess, spec: SandboxSpec, startedAt: number, cgroup: SandboxCgroup | undefined, progress: HandshakeProgress, mechanism: LimitMechanism) {
+  function superviseBwrap(child: ChildProcess, spec: SandboxSpec, startedAt: number, cgroup: SandboxCgroup | undefined, tmp: NoexecTmp | undefined, progress: HandshakeProgress, mechanism: LimitMechanism) {
     const sandboxPids = async (): Promise<number[]> => {
       if (cgroup !== undefined) return cgroup.pids();
       return progress.initPid === undefined ? [] : descendantPids(progress.initPid);
@@ -291,6 +306,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
         inspect: async () => {
           const stats = await cgroup?.stats().catch(() => undefined);
           await cgroup?.destroy().catch((err: Error) => log.warn({ taskId: spec.taskId, label: spec.label, reason: err.message }, 'sandbox cgroup cleanup failed'));
+          await tmp?.release();
           return { limitMechanism: mechanism, oomKills: stats?.oomKills, pidsLimitHits: stats?.pidsLimitHits, memoryPeakBytes: stats?.memoryPeakBytes };
         },
       },

@@ -106,6 +106,23 @@ for (const backend of BACKENDS) {
       expect(r.bytes).toBeGreaterThan(tmpfsBytes / 2);
     });
 
+    it('/tmp is noexec: a file written there cannot be executed (bwrap: under a root daemon)', async () => {
+      const r = report<{ error: string | null; stdout: string | null }>(await run(launcher, scratch, { command: probe('containment/tmp-exec.mjs') }));
+      if (backend === 'bwrap' && !IS_ROOT) {
+        // A non-root daemon cannot mount a noexec tmpfs: bwrap's own /tmp allows exec (docs/security.md#isolation-tiers).
+        console.warn('bwrap /tmp is exec-able under a non-root daemon');
+        return;
+      }
+      expect(r).toEqual({ error: 'EACCES', stdout: null });
+    });
+
+    it("/tmp's mountinfo root reveals no host path", async () => {
+      const result = await run(launcher, scratch, { command: ['node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo','utf8'))"] });
+      const tmpLine = result.stdout.split('\n').find((line) => line.split(' ')[4] === '/tmp');
+      if (backend === 'bwrap' && !IS_ROOT) return;
+      expect(tmpLine?.split(' ')[3]).toBe('/');
+    });
+
     it('host processes are invisible', async () => {
       const inspect = report(await run(launcher, scratch, { command: probe('inspect.mjs') }));
       const processes = inspect.processes as Array<{ pid: number; cmd: string }>;

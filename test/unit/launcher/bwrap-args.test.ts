@@ -52,6 +52,12 @@ describe('buildBwrapArgs', () => {
     expect(options.join(' ')).toContain('--proc /proc --dev /dev --remount-ro /dev');
   });
 
+  it('binds a host noexec tmpfs at /tmp instead of its own tmpfs when one is given (root daemon)', () => {
+    const withTmp = buildBwrapArgs({ runtime, tmpfsBytes: 1234, tmpDir: '/tmp/fusion-tmp-1-abc', hasRequest: false, env: {}, command: ['node'] }).options;
+    expect(withTmp.join(' ')).toContain('--bind /tmp/fusion-tmp-1-abc /tmp');
+    expect(withTmp).not.toContain('--tmpfs');
+  });
+
   it('never binds host secrets or scratch space', () => {
     const sources = [...pairs('--ro-bind'), ...pairs('--bind'), ...pairs('--dev-bind')].map(([src]) => src);
     for (const src of sources) expect(src).not.toMatch(/^\/(root|home|work|tmp|etc\/(?!ld\.so\.cache))|^\/$/);
