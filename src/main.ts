@@ -23,7 +23,8 @@ import { assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptio
 import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
 import { loadPeerCredReader } from './api/peer-cred.js';
 import { checkRepoAsCaller } from './tasks/repo-access.js';
-import { childImage, createDockerLauncher } from './launcher/docker.js';
+import { createDockerLauncher } from './launcher/docker.js';
+import { childImage } from './launcher/docker-config.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
 import { parseResolveList } from './egress/resolve-list.js';
 import { createLauncherFactories } from './launcher/factories.js';
@@ -202,7 +203,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
   const dockerOwner = `daemon-${createHash('sha256').update(config.home).digest('hex').slice(0, 12)}`;
   const factories: LauncherFactories =
-    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner });
+    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
   const launchers = new Map<string, Promise<Launcher>>();
   const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
     const key = choice === 'auto' ? config.sandbox : choice;

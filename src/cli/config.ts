@@ -90,6 +90,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
+    ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),
     ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),

@@ -47,6 +47,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'merger-model': { value: true },
   listen: { value: true },
   'listen-public': {},
+  'sandbox-rlimit-fallback': {},
   'research-store': { value: true },
   'research-db': { value: true },
   'research-user-agent': { value: true },

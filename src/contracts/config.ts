@@ -32,6 +32,11 @@ export const DaemonConfigSchema = z
     /** Unprivileged uid/gid the sandboxes run as when the daemon is root. */
     sandboxUid: z.number().int().min(1).default(65534),
     sandboxGid: z.number().int().min(1).default(65534),
+    /**
+     * The admin's opt-in to bwrap's weak rlimit mode on a host without a usable cgroup (memory is
+     * not really capped, see docs/security.md#isolation-tiers); without it such a host refuses sandboxes.
+     */
+    sandboxRlimitFallback: z.boolean().default(false),
     /** Model roster file (JSON, see README); absent → the builtin engine. */
     modelsFile: z.string().min(1).optional(),
     /** Admin model overrides (daemon or CLI flags), trusted like the models file. */
