@@ -87,6 +87,8 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
     ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
+    ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
+    ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),
     ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { dockerSeccompSecurityOpt } from '../../../src/launcher/docker-seccomp.js';
-import { containerConfig } from '../../../src/launcher/docker.js';
+import { containerConfig } from '../../../src/launcher/docker-config.js';
 import { gvisorSeccompOpt } from '../../../src/launcher/gvisor.js';
 import { DEFAULT_SANDBOX_LIMITS } from '../../../src/launcher/port.js';
 
