@@ -18,7 +18,7 @@ describe('gVisor container configuration', () => {
     const host = config.HostConfig as Record<string, any>;
     expect(host.Runtime).toBeUndefined();
     expect(host.PidsLimit).toBe(40);
-    expect(host.Ulimits).toEqual([{ Name: 'core', Soft: 0, Hard: 0 }]);
+    expect((host.Ulimits as Array<{ Name: string }>).map((u) => u.Name)).not.toContain('nproc');
     expect(config.User).toBe('2100000007:2100000007');
     expect(config.Labels?.['org.fusion.uid']).toBe('2100000007');
   });
