@@ -225,7 +225,7 @@ async function fullRuns(log) {
         merger_ms: span('merger'),
         answer_bytes: result.answer.bytes,
         tool_calls: cands.map((a) => JSON.parse(a.detail ?? '{}').toolCalls ?? null),
-        names_state_machine: String(result.answer.text ?? '').includes('src/tasks/state-machine.ts'),
+        names_state_machine: String(result.answer.text ?? '').includes('src/contracts/task-state.ts'),
       };
     }
   } finally {

@@ -25,7 +25,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
 import type { TaskService } from '../tasks/task-service.js';
-import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
+import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';

@@ -20,7 +20,7 @@ import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT } from '../contracts/constants.js'
 import { rejectionOf } from '../contracts/tool-rejection.js';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
-import { createStaging, writeRequestFile, type SandboxOwner } from '../workflow/staging.js';
+import { createStaging, writeRequestFile, type SandboxOwner } from '../launcher/attempt-dirs.js';
 import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
 import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
 import { startReplayFeed } from './replay-feed.js';

@@ -10,7 +10,7 @@ import type { Workflow } from '../contracts/constants.js';
 import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
 import { buildConfig, startDaemon, type Daemon } from '../main.js';
-import { runMcpCommand } from '../mcp/command.js';
+import { runMcpCommand } from './mcp-command.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
@@ -25,7 +25,7 @@ import { followProgress, printResult, printTask, toolArguments, validateCommand,
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
 import { cliErrorOf, isConnectionLoss, quietOnEpipe, whileWaiting } from './daemon-gone.js';
-import { isTaskState } from '../tasks/state-machine.js';
+import { isTaskState } from '../contracts/task-state.js';
 import { statSync } from 'node:fs';
 
 const COMMON: Record<string, FlagSpec> = { socket: { value: true }, data: { value: true }, json: {}, help: {} };

@@ -11,7 +11,7 @@ import { toFusionError } from '../errors.js';
 import type { ModelProvider, ModelRequest } from './port.js';
 import type { RosterDescription } from './roster-config.js';
 import type { ProviderDescription } from './http-retry.js';
-import type { Roster } from '../workflow/roster.js';
+import type { Roster } from './roster.js';
 
 export const CHECK_TOOL: ToolSpec = {
   name: 'ping',

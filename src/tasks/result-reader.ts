@@ -11,7 +11,7 @@ import { FusionError } from '../errors.js';
 import { INLINE_LIMIT_BYTES } from '../contracts/constants.js';
 import type { DeliveryMode } from '../contracts/api.js';
 import type { Store, TaskRecord } from '../store/port.js';
-import { isTerminal, statusOf } from './state-machine.js';
+import { isTerminal, statusOf } from '../contracts/task-state.js';
 
 export interface BgResult {
   taskId: string;
