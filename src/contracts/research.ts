@@ -134,3 +134,17 @@ export type ResearchDispatch =
   | { dispatched: true; mode: 'direct'; queued: false }
   | { dispatched: true; mode: 'queue'; queued: true; queue: string; jobId: string }
   | { dispatched: false };
+
+/** A URL the crawl did not fetch, and why (recorded with the run). */
+export interface CrawlSkip {
+  url: string;
+  reason: string;
+}
+
+export interface RobotsNote {
+  /** The origin (`scheme://host[:port]`) whose robots.txt this is: robots.txt applies per origin. */
+  host: string;
+  /** `ok` (rules read), `missing` (4xx: everything allowed), `failed` (5xx/network: nothing allowed). */
+  status: 'ok' | 'missing' | 'failed';
+  detail?: string;
+}

@@ -18,7 +18,8 @@ import { taskPaths } from '../tasks/paths.js';
 import { mkdirDurable, writeFileDurable } from '../tasks/durable-fs.js';
 import type { TaskState } from '../contracts/task-state.js';
 import { anonymize } from './anonymize.js';
-import { checkCitations, checkDeliveredCitations, checkUrlCitations, describeStatus, type CitationCheck, type DeliveredCitations, type UrlCheck } from './citations.js';
+import { checkUrlCitations, describeStatus, type CitationCheck, type DeliveredCitations, type UrlCheck } from '../contracts/citations.js';
+import { checkCitations, checkDeliveredCitations } from './citations.js';
 import { boundValidationErrors, buildRepairInput, repairFailedError, validateEvaluationText, type Evaluation } from './evaluation-schema.js';
 import { findFusionInternals } from './internals-check.js';
 import {
