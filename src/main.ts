@@ -38,7 +38,7 @@ import { loadSigningKey, type SigningKey } from './audit/signing.js';
 import { sealTask } from './audit/task-tarball.js';
 import { assertFreeSpace, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
 import { createResultSealCheck } from './audit/result-seal.js';
-import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
+import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
 import { startMaintenance, type MaintenanceJobName, type MaintenanceScheduler } from './maintenance/scheduler.js';

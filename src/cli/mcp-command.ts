@@ -10,8 +10,8 @@ import { resolve as resolvePath } from 'node:path';
 import { createLogger } from '../log.js';
 import { packageVersion } from '../main.js';
 import { FusionClient } from '../client/index.js';
-import { daemonConfigInput, resolveSocket, type Env } from './config.js';
-import { flag, type ParsedArgs } from './args.js';
+import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.js';
+import { flag, type ParsedArgs } from '../config/args.js';
 import { serveMcp } from '../mcp/server.js';
 import { createWebTools } from '../mcp/web-tools.js';
 
