@@ -26,7 +26,7 @@ import {
   createRemoteProvider,
   type ConfiguredProvider,
   type RemoteModelSettings,
-} from './http-retry.js';
+} from './remote-provider.js';
 import type { ModelRequest, ModelResponse } from './port.js';
 
 type Json = Record<string, unknown>;

@@ -36,7 +36,7 @@ import { fixedRoster, type Roster } from './roster.js';
 import { createAnthropicProvider } from './anthropic.js';
 import { createBuiltinProvider, type BuiltinStrategy } from './builtin/index.js';
 import { credentialFromEnv, credentialFromFile, type Credential } from './credentials.js';
-import { makeConfiguredProvider, type ConfiguredProvider, type ProviderDescription, type RetryPolicy } from './http-retry.js';
+import { makeConfiguredProvider, type ConfiguredProvider, type ProviderDescription, type RetryPolicy } from './remote-provider.js';
 import { checkBaseUrl, checkBuiltinModel, isLocalEndpoint, parseModelSpec } from './model-spec.js';
 import { createOpenAIProvider } from './openai.js';
 import type { ModelProvider } from './port.js';
