@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CHILD_LIMITS, RESEARCH_FETCH_TOOL, SCHEMA } from '../src/contracts/constants.js';
 import type { ToolCallLogRecord, ToolCallSeal, ToolCallStatus } from '../src/contracts/broker-record.js';
+import { sha256Hex } from '../src/contracts/sha256.js';
 
 export interface ToolCallLogOptions {
   /** The attempt's output directory (`/out` in the sandbox). Must already exist. */
@@ -90,10 +91,6 @@ export function toolCallSealPath(logPath: string): string {
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const FILE_MODE = 0o600;
-
-function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
 
 function toBytes(value: string | Uint8Array): Uint8Array {
   return typeof value === 'string' ? Buffer.from(value, 'utf8') : value;

@@ -6,7 +6,6 @@ import { chmodSync, existsSync, mkdirSync, rmSync, statSync, readFileSync, write
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createHash } from 'node:crypto';
 import type { Server } from 'node:http';
 import { createLogger, type Logger } from './log.js';
 import { FusionError } from './errors.js';
@@ -52,6 +51,7 @@ import { ResearchService } from './research/research-service.js';
 import { openResearchSqliteStore, type ResearchSqliteStore } from './store/research-sqlite-store.js';
 import { createMemoryResearchStore } from './store/research-memory-store.js';
 import { assertListenAllowed, listenOnTcp, parseListenAddress } from './api/tcp-listener.js';
+import { sha256Hex } from './contracts/sha256.js';
 
 /**
  * dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. When this
@@ -166,7 +166,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
 
   // Containers of this daemon carry an owner label derived from its home, so start-up reaping
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
-  const dockerOwner = `daemon-${createHash('sha256').update(config.home).digest('hex').slice(0, 12)}`;
+  const dockerOwner = `daemon-${sha256Hex(config.home).slice(0, 12)}`;
   const factories: LauncherFactories =
     overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner });
   const launchers = new Map<string, Promise<Launcher>>();
@@ -201,7 +201,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // Per-attempt staging lives outside the 0700 data dir (the sandbox uid must reach it); short on
   // purpose, since broker socket paths live below it (107-byte limit). It belongs to this home
   // only and nothing in it is live at start-up: leftovers of a killed daemon are removed.
-  const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
+  const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${sha256Hex(config.home).slice(0, 8)}`);
   prepareRunRoot(runRoot);
   // Marks the run root live, so another home's reaper never removes it.
   writeFileSync(runRootPidFile(runRoot), `${process.pid}\n`, { mode: 0o644 });

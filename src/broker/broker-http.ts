@@ -2,15 +2,10 @@
  * HTTP plumbing of the broker socket: bounded body reading, JSON answers, the error envelope,
  * and the redaction applied to anything provider-originated before a child sees it.
  */
-import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ZodType } from 'zod';
 import { FusionError, isErrorCode, type ErrorCode } from '../errors.js';
 import { describeIssues } from './wire-schema.js';
-
-export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
 
 /**
  * Strips anything credential-shaped from provider text before it reaches a child or a record:
