@@ -10,7 +10,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, t
 import { constants, lstatSync, openSync, closeSync, writeSync, fsyncSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
-import { fsyncDir } from '../tasks/durable-fs.js';
+import { fsyncDir } from '../common/durable-fs.js';
 import { sha256Hex } from '../contracts/sha256.js';
 
 export const SIGNING_KEY_FILE = 'signing-key.pem';

@@ -23,7 +23,7 @@ import type { Dispatcher } from './dispatcher.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
-import { mkdirDurable, writeFileDurable } from './durable-fs.js';
+import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
 import { join } from 'node:path';
 
 export interface TaskServiceDeps {

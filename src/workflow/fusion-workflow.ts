@@ -15,7 +15,7 @@ import { canonicalJson, sha256Hex } from '../contracts/canonical.js';
 import type { TaskRunContext, TaskRunner } from '../tasks/runner-port.js';
 import { assertMeasuredWithinBudget, type BudgetPlan } from '../contracts/budget.js';
 import { taskPaths } from '../tasks/paths.js';
-import { mkdirDurable, writeFileDurable } from '../tasks/durable-fs.js';
+import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
 import type { TaskState } from '../contracts/task-state.js';
 import { anonymize } from './anonymize.js';
 import { checkUrlCitations, describeStatus, type CitationCheck, type DeliveredCitations, type UrlCheck } from '../contracts/citations.js';
