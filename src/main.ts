@@ -2,7 +2,7 @@
  * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
  * builds concrete adapters, reads the environment, installs signal handlers or exits.
  */
-import { chmodSync, existsSync, mkdirSync, rmSync, statSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,6 +52,7 @@ import { openResearchSqliteStore, type ResearchSqliteStore } from './store/resea
 import { createMemoryResearchStore } from './store/research-memory-store.js';
 import { assertListenAllowed, listenOnTcp, parseListenAddress } from './api/tcp-listener.js';
 import { sha256Hex } from './contracts/sha256.js';
+import { packageVersion } from './common/package-version.js';
 
 /**
  * dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. When this
@@ -61,14 +62,6 @@ export const CODE_DIR = import.meta.url.endsWith('.ts')
   ? resolve(dirname(fileURLToPath(import.meta.url)), '..', 'dist')
   : resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-export function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(join(CODE_DIR, '..', 'package.json'), 'utf8')) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
-}
 
 export interface DaemonOverrides {
   log?: Logger;

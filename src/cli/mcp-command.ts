@@ -8,7 +8,7 @@
  */
 import { resolve as resolvePath } from 'node:path';
 import { createLogger } from '../log.js';
-import { packageVersion } from '../main.js';
+import { packageVersion } from '../common/package-version.js';
 import { FusionClient } from '../client/index.js';
 import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.js';
 import { flag, type ParsedArgs } from '../config/args.js';
