@@ -5,18 +5,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ZodType } from 'zod';
 import { FusionError, isErrorCode, type ErrorCode } from '../errors.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 import { describeIssues } from './wire-schema.js';
-
-/**
- * Strips anything credential-shaped from provider text before it reaches a child or a record:
- * bearer tokens, `sk-…` style keys, and `key=value` pairs whose name says key/token/secret.
- */
-export function redactSecrets(text: string): string {
-  return text
-    .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, '$1[redacted]')
-    .replace(/\b(sk|pk|rk|xox[abp])-[A-Za-z0-9_-]{8,}/g, '[redacted]')
-    .replace(/((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret|token|password)["']?\s*[:=]\s*["']?)[^\s"',;}&]+/gi, '$1[redacted]');
-}
 
 export class BodyTooLarge extends Error {}
 

@@ -40,14 +40,13 @@ import {
   httpStatusOf,
   parseJsonBody,
   readBody,
-  redactSecrets,
   sendError,
   sendJson,
 } from './broker-http.js';
 import { MAX_FETCH_BODY_BYTES, MAX_MODEL_BODY_BYTES, describeIssues, fetchRequestSchema, modelTurnRequestSchema } from './wire-schema.js';
 import { sha256Hex } from '../contracts/sha256.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 
-export { redactSecrets } from './broker-http.js';
 
 export type BrokerFetcher = (req: FetchRequest, signal: AbortSignal) => Promise<FetchResponse>;
 
