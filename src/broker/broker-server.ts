@@ -202,7 +202,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       if (error.code === 'model_error') {
         // The provider's own text names the provider, model and host: a candidate could paste
         // it into its answer and unblind the evaluator. The host log keeps the detail.
-        log.warn({ kind: 'model', ordinal, reason: redactSecrets(error.message) }, 'model call failed');
+        log.warn({ kind: 'model', ordinal, err: { code: error.code, message: redactSecrets(error.message) } }, 'model call failed');
         lastModelError = { code: error.code, message: redactSecrets(error.message) };
         responseBytes = sendError(res, new FusionError('model_error', `the model call failed${error.retryable ? ' (transient; retries exhausted)' : ''}`), error.httpStatus);
         return;
