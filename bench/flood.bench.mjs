@@ -23,7 +23,7 @@ const GOAL_RATIO = 10;
 export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
   const { silentLogger } = await import('../dist/src/log.js');
-  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { FusionClient } = await import('../dist/src/client/index.js');
   const home = mkdtempSync(join(process.env.BENCH_HOME_DIR ?? tmpdir(), 'fusion-bench-flood-'));
   const runner = {
     run: ({ signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true })),
