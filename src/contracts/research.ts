@@ -27,15 +27,12 @@ function limitSchema(name: ResearchLimitName): z.ZodOptional<z.ZodNumber> {
   return z.number().int().min(min).max(RESEARCH_LIMIT_MAXIMA[name]).optional();
 }
 
+// The keys come from the one limits table (RESEARCH_LIMIT_MAXIMA), in its order: a new limit is
+// added there only.
+const LIMIT_NAMES = Object.keys(RESEARCH_LIMIT_MAXIMA) as ResearchLimitName[];
+
 export const ResearchLimitsInputSchema = z
-  .object({
-    maxDomains: limitSchema('maxDomains'),
-    maxPages: limitSchema('maxPages'),
-    maxDepth: limitSchema('maxDepth'),
-    maxBytesPerPage: limitSchema('maxBytesPerPage'),
-    maxTotalBytes: limitSchema('maxTotalBytes'),
-    maxDurationMs: limitSchema('maxDurationMs'),
-  })
+  .object(Object.fromEntries(LIMIT_NAMES.map((name) => [name, limitSchema(name)])) as Record<ResearchLimitName, z.ZodOptional<z.ZodNumber>>)
   .strict();
 
 export const ResearchCreateBodySchema = z
