@@ -14,6 +14,7 @@ import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescrip
 export const LAYERS = [
   ['src/errors.ts', 'src/log.ts', 'src/common'],
   ['src/contracts'],
+  ['src/http'],
   ['src/store', 'src/egress', 'src/models', 'src/launcher', 'src/metrics'],
   ['src/broker', 'src/research'],
   ['src/tasks'],

@@ -7,6 +7,7 @@ import type { ZodType } from 'zod';
 import { FusionError, isErrorCode, type ErrorCode } from '../errors.js';
 import { redactSecrets } from '../contracts/secret-redaction.js';
 import { describeIssues } from './wire-schema.js';
+import { sendJson as sendHttpJson } from '../http/http-util.js';
 
 export class BodyTooLarge extends Error {}
 
@@ -49,13 +50,9 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
   });
 }
 
+/** One request per connection: every broker reply closes it. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): number {
-  const bytes = Buffer.from(JSON.stringify(body), 'utf8');
-  if (!res.headersSent) {
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(bytes.length), connection: 'close' });
-  }
-  res.end(bytes);
-  return bytes.length;
+  return sendHttpJson(res, status, body, { close: true });
 }
 
 /** The wire envelope for a broker-side failure; details are dropped (they may hold provider data). */

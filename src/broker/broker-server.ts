@@ -46,6 +46,7 @@ import {
 import { MAX_FETCH_BODY_BYTES, MAX_MODEL_BODY_BYTES, describeIssues, fetchRequestSchema, modelTurnRequestSchema } from './wire-schema.js';
 import { sha256Hex } from '../contracts/sha256.js';
 import { redactSecrets } from '../contracts/secret-redaction.js';
+import { closeServer } from '../http/http-util.js';
 
 
 export type BrokerFetcher = (req: FetchRequest, signal: AbortSignal) => Promise<FetchResponse>;
@@ -422,12 +423,4 @@ async function removeStaleSocket(path: string): Promise<void> {
   }
   if (!isSocket) throw new FusionError('launch_failed', 'broker socket path exists and is not a socket', { retryable: false, details: { path } });
   await unlink(path);
-}
-
-async function closeServer(server: Server, socketPath: string): Promise<void> {
-  await new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
-  await unlink(socketPath).catch(() => undefined);
 }
