@@ -21,7 +21,7 @@ export const ERROR_CODES = {
   method_not_allowed: { httpStatus: 405, retryable: false, meaning: 'The route exists but not for this HTTP method.' },
   payload_too_large: { httpStatus: 413, retryable: false, meaning: 'Request body over the API limit.' },
   unauthorized: { httpStatus: 401, retryable: false, meaning: 'Missing or invalid bearer API key.' },
-  forbidden: { httpStatus: 403, retryable: false, meaning: 'The key is valid but not allowed here (personal or copilot key).' },
+  forbidden: { httpStatus: 403, retryable: false, meaning: 'Not allowed here: a personal or copilot key; a non-root socket caller on metrics or maintenance; a user outside the --socket-group opening the socket.' },
   dispatch_failed: { httpStatus: 503, retryable: false, meaning: 'A research run could not be handed to its queue; the run is marked failed.' },
   conflict: { httpStatus: 409, retryable: false, meaning: 'Idempotency key reused with a different payload, or a state conflict.' },
   invalid_transition: { httpStatus: 409, retryable: false, meaning: 'A state change the task state machine does not allow.' },

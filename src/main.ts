@@ -18,7 +18,10 @@ import { TaskService } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler, type ApiContext } from './api/routes.js';
-import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
+import { assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
+import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
+import { loadPeerCredReader } from './api/peer-cred.js';
+import { checkRepoAsCaller } from './tasks/repo-access.js';
 import { childImage, createDockerLauncher } from './launcher/docker.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
 import { parseResolveList } from './egress/resolve-list.js';
@@ -88,6 +91,8 @@ export interface DaemonOverrides {
   researchCancelPollMs?: number;
   /** Test seam: wraps the opened store (the chaos tests stop the process at a chosen write). */
   wrapStore?: <T extends Store>(store: T) => T;
+  /** Test seam: the peer-credential addon's path (a missing one proves --socket-group refuses to start). */
+  peerCredAddon?: string;
 }
 
 export interface Daemon {
@@ -141,9 +146,38 @@ function prepareHome(home: string, log: Logger): void {
   }
 }
 
+/**
+ * Who may connect and how each caller is known (docs/security.md#socket-callers). With a socket
+ * group the kernel must name every caller: without the addon the daemon refuses to start rather
+ * than trust every member alike. Without one, only the daemon's uid (and root) can connect, so
+ * a caller the addon cannot read is the daemon's own uid.
+ */
+function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): SocketListenOptions {
+  const reader = loadPeerCredReader(addonPath);
+  const uid = process.getuid?.() ?? 0;
+  const self = { uid, gid: process.getgid?.() ?? 0, pid: process.pid, groups: null };
+  const onIdentifyError = (err: Error): void => log.warn({ err: err.message }, 'socket connection refused: its caller could not be read (SO_PEERCRED)');
+  if (config.socketGroup === undefined) {
+    if ('error' in reader) log.warn({ reason: reader.error }, 'peer credentials unavailable: every socket caller is taken as the daemon\'s uid (the socket is 0600)');
+    return 'read' in reader ? { identify: reader.read, onIdentifyError } : { fallbackCaller: self };
+  }
+  const group = resolveSocketGroup(config.socketGroup);
+  if ('error' in reader) {
+    throw new FusionError('invalid_config', `--socket-group ${group.name} needs the peer-credential addon to tell callers apart, and it is unavailable: ${reader.error}`, { details: { field: 'socketGroup' } });
+  }
+  if (uid !== 0) {
+    throw new FusionError('invalid_config', `--socket-group ${group.name} needs a root daemon: it checks each caller's repository as that caller (setpriv), which needs CAP_SETUID`, { details: { field: 'socketGroup' } });
+  }
+  prepareGroupSocketDir(config.socketPath, group, resolve(config.home));
+  log.info({ group: group.name, gid: group.gid, socket: config.socketPath }, 'socket shared with a group: its members are callers (SO_PEERCRED)');
+  return { group, identify: reader.read, onIdentifyError };
+}
+
 export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
   const log = overrides.log ?? createLogger({ level: config.logLevel });
   prepareHome(config.home, log);
+  // Before anything is created: a bad --socket-group is a start-up error naming the flag.
+  const access = socketAccess(config, log, overrides.peerCredAddon);
   const paths = dataPaths(config.home);
   mkdirSync(paths.tasksDir, { recursive: true, mode: 0o700 });
   // Before anything shared is touched: refuse to run beside a live daemon on the same socket.
@@ -326,6 +360,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
     assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
+    checkRepo: checkRepoAsCaller,
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
   // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so
@@ -408,7 +443,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   let server: Server;
   let tcp: { server: Server; host: string; port: number } | undefined;
   try {
-    server = await listenOnSocket(config.socketPath, createApiHandler(apiContext, 'socket'));
+    server = await listenOnSocket(config.socketPath, createApiHandler(apiContext, 'socket'), access);
     if (listenAddress) {
       try {
         tcp = await listenOnTcp(listenAddress, createApiHandler(apiContext, 'tcp'));

@@ -10,6 +10,7 @@ import { KEYS_USAGE } from './keys-command.js';
 const MODEL_FLAGS = '[--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]';
 
 const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L] [--concurrency N]
+                [--socket-group GROUP]   socket 0660 for GROUP: its members submit and see their own tasks
                 [--max-queued N] [--max-queued-per-caller N] [--storage-reserve-mb N]
                 ${MODEL_FLAGS}
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]

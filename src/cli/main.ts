@@ -37,6 +37,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'max-queued': { value: true },
   'max-queued-per-caller': { value: true },
   'storage-reserve-mb': { value: true },
+  'socket-group': { value: true },
   resolve: { value: true, repeat: true },
   'allow-cidr': { value: true, repeat: true },
   'models-file': { value: true },

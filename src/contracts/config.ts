@@ -9,8 +9,10 @@ export const DaemonConfigSchema = z
   .object({
     /** Data directory: database, socket, task directories. Created 0700. */
     home: z.string().min(1),
-    /** Unix socket path; default `<home>/fusion.sock`. */
+    /** Unix socket path; default `<home>/fusion.sock` (`/run/fusion/fusion.sock` with socketGroup). */
     socketPath: z.string().min(1),
+    /** `--socket-group`: the socket is 0660 for this group (name or gid), whose members are callers (docs/security.md#socket-callers). */
+    socketGroup: z.string().min(1).max(64).optional(),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** How many tasks run at once in this process. */
     taskConcurrency: z.number().int().min(1).max(64).default(2),

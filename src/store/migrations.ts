@@ -173,6 +173,17 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX research_documents_run ON research_documents(run_id);
     `,
   },
+  {
+    version: 5,
+    name: 'task-caller',
+    // The uid of the socket caller that submitted the task (SO_PEERCRED), which alone (with root
+    // and the daemon's uid) may see it. NULL for tasks from before callers were recorded: those
+    // are visible to root and the daemon's uid only. The index serves `fusion tasks` per caller.
+    sql: `
+      ALTER TABLE tasks ADD COLUMN caller_uid INTEGER CHECK (caller_uid IS NULL OR caller_uid >= 0);
+      CREATE INDEX tasks_caller_created ON tasks(caller_uid, created_at);
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

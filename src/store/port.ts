@@ -34,6 +34,8 @@ export interface TaskRecord {
   usageDelivered: boolean;
   /** How many times restart recovery resumed this task. */
   resumeCount: number;
+  /** The socket caller's uid (SO_PEERCRED) that submitted it; null when unknown (older tasks). */
+  callerUid: number | null;
 }
 
 export interface NewTask {
@@ -44,6 +46,8 @@ export interface NewTask {
   canonicalInputSha256: string;
   budgetPlan: string;
   options: string;
+  /** The submitting caller's uid (SO_PEERCRED); null when unknown. */
+  callerUid: number | null;
 }
 
 export type TaskEventKind = 'transition' | 'progress' | 'terminal';
@@ -109,6 +113,8 @@ export interface TaskTarballRecord {
 export interface ListTasksQuery {
   state?: TaskState;
   limit?: number;
+  /** Only the tasks this caller submitted. */
+  callerUid?: number;
 }
 
 export interface Store {

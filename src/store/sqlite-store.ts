@@ -133,9 +133,9 @@ class SqliteStoreImpl implements SqliteStore {
       const record = await this.db.transaction(async (tx) => {
         await tx.run(
           `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
-             created_at, updated_at) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?)`,
+             created_at, updated_at, caller_uid) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?)`,
           [task.id, task.workflow, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
-            task.options, at, at],
+            task.options, at, at, task.callerUid],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
         // Built from what was just inserted: no read-back on the receipt's critical path.
@@ -162,6 +162,10 @@ class SqliteStoreImpl implements SqliteStore {
     if (query.state !== undefined) {
       where.push('state = ?');
       params.push(query.state);
+    }
+    if (query.callerUid !== undefined) {
+      where.push('caller_uid = ?');
+      params.push(query.callerUid);
     }
     let limit = '';
     if (query.limit !== undefined) {

@@ -24,6 +24,8 @@ import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
 import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
+import { isPrivileged, type CallerIdentity } from './caller.js';
+import type { RepoAccessCheck } from './repo-access.js';
 import { join } from 'node:path';
 
 export interface TaskServiceDeps {
@@ -50,6 +52,10 @@ export interface TaskServiceDeps {
   admission?: { maxQueued: number; maxQueuedPerCaller: number; concurrency: number };
   /** Throws storage_full when the data directory's disk is below its reserve (checked before anything is created). */
   assertStorage?: () => void;
+  /** Resolves a repository as a non-privileged caller, refusing one it could not read (docs/security.md#socket-callers). */
+  checkRepo?: RepoAccessCheck;
+  /** The daemon's uid (privileged like root); default process.getuid(). */
+  daemonUid?: number;
 }
 
 export interface SubmitRequest {
@@ -59,6 +65,8 @@ export interface SubmitRequest {
   options?: TaskOptions;
   /** Who submits (a fairness label for the per-caller bound, not an identity check); default "local". */
   caller?: string;
+  /** The kernel-reported caller (SO_PEERCRED), recorded on the task; absent → an in-process caller. */
+  identity?: CallerIdentity;
 }
 
 type AbortReason = 'cancel' | 'shutdown';
@@ -94,7 +102,7 @@ export class TaskService {
     if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
     // 1. Everything that can reject the request, before anything exists.
     const args = normalizeToolInput(req.workflow, req.arguments);
-    const repoDir = validateRepoDir(req.repo, dirname(this.deps.tasksDir));
+    const repoDir = validateRepoDir(await this.repoAsCaller(req), dirname(this.deps.tasksDir));
     // The roster serving this task also sets its prompt budgets (models file, context windows).
     const budget = this.deps.preflightOptions?.(req.options ?? {}) ?? this.deps.budget;
     const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
@@ -131,6 +139,7 @@ export class TaskService {
         canonicalInputSha256: canonicalSha,
         budgetPlan: canonicalJson(plan),
         options: canonicalJson(req.options ?? {}),
+        callerUid: req.identity?.uid ?? null,
       });
     } catch (err) {
       release();
@@ -157,9 +166,20 @@ export class TaskService {
     };
   }
 
+  /**
+   * The repository path a non-privileged caller asked for, as that caller sees it (its physical
+   * path), or a refusal when it could not read it. Root and the daemon's uid read anything.
+   */
+  private async repoAsCaller(req: SubmitRequest): Promise<string> {
+    const caller = req.identity;
+    if (caller === undefined || isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0) || !isAbsolute(req.repo.trim())) return req.repo;
+    if (this.deps.checkRepo === undefined) throw new FusionError('internal_error', 'no repository check is configured for non-root callers');
+    return this.deps.checkRepo(req.repo.trim(), caller);
+  }
+
   async get(taskId: string): Promise<TaskRecord> {
     const task = await this.deps.store.getTask(taskId);
-    if (!task) throw new FusionError('not_found', `no task with id ${taskId}`, { details: { taskId } });
+    if (!task) throw noSuchTask(taskId);
     return task;
   }
 
@@ -406,6 +426,11 @@ export class TaskService {
       if (event.kind === 'terminal') this.published.delete(taskId);
     }
   }
+}
+
+/** The one answer for a task that does not exist or that the caller may not see (no existence leak). */
+export function noSuchTask(taskId: string): FusionError {
+  return new FusionError('not_found', `no task with id ${taskId}`, { details: { taskId } });
 }
 
 /** A store write refused for lack of space is a state (storage_full, retryable), not a bug. */

@@ -2,6 +2,7 @@
 import { stat } from 'node:fs/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FusionError } from '../../../src/errors.js';
+import { LATEST_SCHEMA_VERSION } from '../../../src/store/migrations.js';
 import type { ResultRecord } from '../../../src/store/port.js';
 import type { SqliteStore } from '../../../src/store/sqlite-store.js';
 import { driveTo, newTask, openStore, tempDir, type TempDir } from './helpers.js';
@@ -47,7 +48,7 @@ describe('opening', () => {
 
   it('runs WAL, synchronous FULL, foreign keys and a 5 s busy timeout', async () => {
     expect(await store.pragmas()).toEqual({
-      journalMode: 'wal', synchronous: 2, foreignKeys: true, busyTimeoutMs: 5000, schemaVersion: 4,
+      journalMode: 'wal', synchronous: 2, foreignKeys: true, busyTimeoutMs: 5000, schemaVersion: LATEST_SCHEMA_VERSION,
     });
   });
 });
