@@ -22,7 +22,8 @@ import { assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptio
 import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
 import { loadPeerCredReader } from './api/peer-cred.js';
 import { checkRepoAsCaller } from './tasks/repo-access.js';
-import { childImage, createDockerLauncher } from './launcher/docker.js';
+import { createDockerLauncher } from './launcher/docker.js';
+import { childImage } from './launcher/docker-config.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
 import { parseResolveList } from './egress/resolve-list.js';
 import { createLauncherFactories } from './launcher/factories.js';
@@ -37,9 +38,9 @@ import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
-import { sealTask } from './audit/task-tarball.js';
-import { assertFreeSpace, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
-import { createResultSealCheck } from './audit/result-seal.js';
+import { pruneSealedAttemptFiles, sealTask } from './audit/task-tarball.js';
+import { cachedFreeSpaceCheck, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
+import { createAttemptRecordCheck, createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
@@ -195,7 +196,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
   const dockerOwner = `daemon-${sha256Hex(config.home).slice(0, 12)}`;
   const factories: LauncherFactories =
-    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner });
+    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
   const launchers = new Map<string, Promise<Launcher>>();
   const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
     const key = choice === 'auto' ? config.sandbox : choice;
@@ -357,9 +358,16 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     tasksDir: paths.tasksDir,
     // A bad model override is an input error at submit time, before anything exists.
     preflightOptions: (options) => rosterFor(options).budget,
-    onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
+    onTerminal: async (taskId) => {
+      const sealed = await sealTask(sealDeps, taskId);
+      // Each attempt kept once: the sealed tarball, not also the unpacked files (unless asked).
+      if (sealed !== null && !config.keepAttemptFiles) {
+        await pruneSealedAttemptFiles(paths.tasksDir, taskId);
+        await store.dropSealedCheckpoints(taskId);
+      }
+    },
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
-    assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
+    assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
     checkRepo: checkRepoAsCaller,
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
@@ -438,6 +446,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       return maintenance.runNow(job as MaintenanceJobName);
     },
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
+    attemptCheck: createAttemptRecordCheck(store),
     research: { service: research, keys: researchSql },
   };
   let server: Server;

@@ -34,7 +34,7 @@ import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { noSuchTask } from '../tasks/task-service.js';
 import { isPrivileged, maySeeTask, uidLabel, type CallerIdentity } from '../tasks/caller.js';
 import { socketCaller } from './socket-server.js';
-import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
+import { readBgResult, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { routeResearch, type ResearchApiContext } from './research-routes.js';
@@ -52,6 +52,8 @@ export interface ApiContext {
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /** With a signing key: the signed task tarball check bg_result runs before delivery. */
   resultSeal?: ResultSealCheck;
+  /** bg_result's check of a result's attempts against the sealed task tarball. */
+  attemptCheck?: AttemptRecordCheck;
   /** `POST /v1/admin/maintenance/{job}`: runs one maintenance job now (admin make targets). */
   runMaintenance?: (job: string) => Promise<unknown>;
   /** The research-run API; absent → its routes answer not_found. */
@@ -191,7 +193,7 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       allow('GET');
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal));
+      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal, ctx.attemptCheck));
     }
     case 'wait': {
       allow('GET');

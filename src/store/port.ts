@@ -144,6 +144,12 @@ export interface Store {
   /** Stage checkpoints (candidate answers, anonymisation map, evaluation), keyed per task. */
   saveCheckpoint(taskId: string, key: string, value: string): Promise<void>;
   getCheckpoint(taskId: string, key: string): Promise<string | null>;
+  /**
+   * Drops a task's checkpoints once its sealed tarball holds them (issue 16: kept once). Only
+   * for a task that has a tarball (a no-op otherwise: resume still needs them); returns how many
+   * were dropped. (Port addition: an adapter may implement it as that one guarded DELETE.)
+   */
+  dropSealedCheckpoints(taskId: string): Promise<number>;
 
   startAttempt(taskId: string, stage: string): Promise<AttemptRecord>;
   finishAttempt(

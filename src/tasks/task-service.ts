@@ -23,7 +23,7 @@ import type { Dispatcher } from './dispatcher.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
-import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
+import { mkdirDurableAsync, writeFileDurableAsync } from '../common/durable-fs.js';
 import { isPrivileged, type CallerIdentity } from './caller.js';
 import type { RepoAccessCheck } from './repo-access.js';
 import { join } from 'node:path';
@@ -100,17 +100,8 @@ export class TaskService {
 
   async submit(req: SubmitRequest): Promise<Receipt> {
     if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
-    // 1. Everything that can reject the request, before anything exists.
-    const args = normalizeToolInput(req.workflow, req.arguments);
-    const repoDir = validateRepoDir(await this.repoAsCaller(req), dirname(this.deps.tasksDir));
-    // The roster serving this task also sets its prompt budgets (models file, context windows).
-    const budget = this.deps.preflightOptions?.(req.options ?? {}) ?? this.deps.budget;
-    const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
-    const canonicalText = canonicalJson(canonicalInput);
-    const canonicalSha = sha256Hex(canonicalText);
-    const plan = planBudget(Buffer.byteLength(canonicalText), budget);
-    assertForecastWithinBudget(plan);
-    // No receipt when the commit could not be durable, nor when too many tasks already wait.
+    // 1. The cheap refusals first, so a flood is shed at O(1) per submit (no canonicalisation):
+    //    no receipt when the commit could not be durable, nor when too many tasks already wait.
     if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
     this.deps.assertStorage?.();
     const caller = req.caller ?? 'local';
@@ -124,8 +115,17 @@ export class TaskService {
       if (left <= 0) this.waiting.delete(caller);
       else this.waiting.set(caller, left);
     };
+    // 2. Everything that can reject the request, before anything exists.
+    let prepared: ReturnType<typeof prepareSubmit>;
+    try {
+      prepared = prepareSubmit(req, await this.repoAsCaller(req), this.deps);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    const { repoDir, canonicalInput, canonicalText, canonicalSha, plan } = prepared;
 
-    // 2. Durable preflight: one committed SQLite transaction holds the task row with its
+    // 3. Durable preflight: one committed SQLite transaction holds the task row with its
     //    canonical input and budget plan (synchronous=FULL). The task directory's copies are
     //    written when the task starts: they are conveniences, not the record.
     const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
@@ -149,7 +149,7 @@ export class TaskService {
     setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
     this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
 
-    // 3. Only now is anything started. A task that must wait for a run slot says so (queued),
+    // 4. Only now is anything started. A task that must wait for a run slot says so (queued),
     //    written after the receipt so the receipt does not wait for it.
     if (this.deps.admission !== undefined && this.deps.dispatcher.running + this.deps.dispatcher.queued >= this.deps.admission.concurrency) {
       this.queueing.set(taskId, this.markQueued(taskId));
@@ -321,7 +321,7 @@ export class TaskService {
     const control = this.control(task);
     try {
       if (ac.signal.aborted) return;
-      this.writeTaskFiles(task);
+      await this.writeTaskFiles(task);
       await this.deps.runner.run({ task, control, signal: ac.signal, resume });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
@@ -370,13 +370,14 @@ export class TaskService {
   }
 
   /** Readable copies of the committed preflight records in the task directory (for admins and tarballs). */
-  private writeTaskFiles(task: TaskRecord): void {
+  private async writeTaskFiles(task: TaskRecord): Promise<void> {
+    // Off the event loop: a synchronous fsync here would stall every receipt of a flood.
     const paths = taskPaths(this.deps.tasksDir, task.id);
-    mkdirDurable(paths.dir, 0o700);
-    writeFileDurable(paths.inputFile, task.canonicalInput);
-    writeFileDurable(paths.budgetFile, task.budgetPlan);
+    await mkdirDurableAsync(paths.dir, 0o700);
+    await writeFileDurableAsync(paths.inputFile, task.canonicalInput);
+    await writeFileDurableAsync(paths.budgetFile, task.budgetPlan);
     if (task.workflow === 'research') {
-      writeFileDurable(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(JSON.parse(task.canonicalInput) as Parameters<typeof sourcePolicy>[0])));
+      await writeFileDurableAsync(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(JSON.parse(task.canonicalInput) as Parameters<typeof sourcePolicy>[0])));
     }
   }
 
@@ -426,6 +427,20 @@ export class TaskService {
       if (event.kind === 'terminal') this.published.delete(taskId);
     }
   }
+}
+
+/** Validates and canonicalises a submit (throws invalid_input / budget errors); creates nothing. */
+function prepareSubmit(req: SubmitRequest, repo: string, deps: Pick<TaskServiceDeps, 'tasksDir' | 'preflightOptions' | 'budget'>) {
+  const args = normalizeToolInput(req.workflow, req.arguments);
+  const repoDir = validateRepoDir(repo, dirname(deps.tasksDir));
+  // The roster serving this task also sets its prompt budgets (models file, context windows).
+  const budget = deps.preflightOptions?.(req.options ?? {}) ?? deps.budget;
+  const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
+  const canonicalText = canonicalJson(canonicalInput);
+  const canonicalSha = sha256Hex(canonicalText);
+  const plan = planBudget(Buffer.byteLength(canonicalText), budget);
+  assertForecastWithinBudget(plan);
+  return { repoDir, canonicalInput, canonicalText, canonicalSha, plan };
 }
 
 /** The one answer for a task that does not exist or that the caller may not see (no existence leak). */

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
-import { CHILD_IMAGE, LABELS } from '../../../src/launcher/docker.js';
+import { CHILD_IMAGE, LABELS } from '../../../src/launcher/docker-config.js';
 import { SqliteDb } from '../../../src/store/sqlite-db.js';
 import { silentLogger } from '../../../src/log.js';
 import { canonicalJson, sha256Hex } from '../../../src/contracts/canonical.js';

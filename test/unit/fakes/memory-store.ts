@@ -89,6 +89,7 @@ export function memoryStore(): MemoryStore {
       return counts;
     },
     saveCheckpoint: missing('saveCheckpoint'),
+    dropSealedCheckpoints: missing('dropSealedCheckpoints'),
     getCheckpoint: missing('getCheckpoint'),
     startAttempt: missing('startAttempt'),
     finishAttempt: missing('finishAttempt'),
