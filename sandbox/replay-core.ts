@@ -12,12 +12,12 @@
  * Node builtins only: this file runs inside the sandbox (sandbox/replay-main.ts) and in the
  * offline verifier.
  */
-import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { isToolName, runTool, type ToolLimits } from './tools/index.js';
 import { openRegularFile } from './tools/open-regular.js';
 import { resolveInRepo } from './path-confine.js';
 import { SKIPPED_DIR_NAMES, startsInsideSkipped } from './tools/walk.js';
+import { sha256Hex } from '../src/contracts/sha256.js';
 
 export const REPLAY_SCHEMA = 'fusion.replay.v1';
 
@@ -40,10 +40,6 @@ export interface ReplayedCall {
 
 /** Upper bound of entries hashed per scope, like the tools' own walk cap. */
 const MAX_TREE_ENTRIES = 200_000;
-
-function sha256(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
-}
 
 /** What `execute` in the agent loop answers, for the same call (kept equal on purpose). */
 async function runLikeTheChild(root: string, call: ReplayCall, allowed: ReadonlySet<string>, limits?: Partial<ToolLimits>): Promise<{ status: 'ok' | 'error'; text: string }> {
@@ -105,7 +101,7 @@ async function treeDigest(realDir: string, display: string, fileCache: Map<strin
     }
   }
   lines.sort();
-  return sha256(lines.join('\n'));
+  return sha256Hex(lines.join('\n'));
 }
 
 /** SHA-256 of a regular file, or null for anything else (never blocks on a FIFO or device). */
@@ -114,7 +110,7 @@ async function regularDigest(abs: string): Promise<string | null> {
     const opened = await openRegularFile(abs);
     if (opened.special !== undefined) return null;
     try {
-      return sha256(await opened.fh.readFile());
+      return sha256Hex(await opened.fh.readFile());
     } finally {
       await opened.fh.close();
     }
@@ -175,7 +171,7 @@ export function createReplayer(root: string, allowedTools: readonly string[], li
       tool_name: call.tool_name,
       status,
       result_bytes: bytes.length,
-      result_sha256: sha256(bytes),
+      result_sha256: sha256Hex(bytes),
       touched: await touchedBy(root, call, fileCache, treeCache),
     };
   };

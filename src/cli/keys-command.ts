@@ -10,8 +10,8 @@ import { API_KEY_KINDS, type ApiKeyKind } from '../contracts/research.js';
 import { issueKey } from '../research/api-keys.js';
 import { keyNotFound, openResearchSqliteStore } from '../store/research-sqlite-store.js';
 import { researchDbFileOf } from '../main.js';
-import { flag, has, parseArgs, usageError } from './args.js';
-import { resolveHome, type Env } from './config.js';
+import { flag, has, parseArgs, usageError } from '../config/args.js';
+import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 const KEYS_FLAGS = { data: { value: true }, 'research-db': { value: true }, workspace: { value: true }, kind: { value: true }, json: {}, help: {} };

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { silentLogger } from '../../../src/log.js';
 import { openSqliteStore, type SqliteStore } from '../../../src/store/sqlite-store.js';
 import type { NewTask } from '../../../src/store/port.js';
-import type { TaskState } from '../../../src/tasks/state-machine.js';
+import type { TaskState } from '../../../src/contracts/task-state.js';
 
 export interface TempDir {
   dir: string;
