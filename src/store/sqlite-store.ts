@@ -1,8 +1,9 @@
 /**
- * The SQLite adapter of the `Store` port. One connection, one FIFO queue (see sqlite-db.ts):
- * every method that writes several rows does so in one BEGIN IMMEDIATE transaction, and every
- * state change is a compare-and-set on `tasks.state` with its event(s) in the same transaction,
- * so a crash leaves either the whole change or none of it.
+ * The SQL adapter of the `Store` port, one implementation for both engines: SQLite (the
+ * embedded default; one connection, one FIFO queue, see sqlite-db.ts) and PostgreSQL (cluster
+ * mode, see pg-db.ts and pg-store.ts). Every method that writes several rows does so in one
+ * transaction, and every state change is a compare-and-set on `tasks.state` with its event(s)
+ * in the same transaction, so a crash leaves either the whole change or none of it.
  */
 import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
@@ -12,7 +13,8 @@ import type {
   TaskTarballRecord, TransitionPatch,
 } from './port.js';
 import { migrate } from './migrations.js';
-import { SqliteDb, sqliteCodeOf, type SqlExecutor, type SqlParam } from './sqlite-db.js';
+import { SqliteDb, type SqlExecutor, type SqlParam } from './sqlite-db.js';
+import { constraintOf, type SqlDb } from './sql-port.js';
 import {
   TASK_COLUMNS, toAttemptRecord, toResultRecord, toTaskEvent, toTaskRecord,
   type AttemptRow, type EventRow, type ResultRow, type TaskRow,
@@ -68,7 +70,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
   const log = options.log.child({ component: 'store' });
   const db = await openConfiguredDb(options.file, log);
   try {
-    const store = new SqliteStoreImpl(db, log, options.file);
+    const store = new SqlStoreImpl(db, log, options.file);
     await store.init();
     return store;
   } catch (err) {
@@ -78,7 +80,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 }
 
 function isConstraint(err: unknown, kind: 'UNIQUE' | 'FOREIGN KEY'): boolean {
-  return sqliteCodeOf(err) === 'SQLITE_CONSTRAINT' && err instanceof Error && err.message.includes(`${kind} constraint failed`);
+  return constraintOf(err) === (kind === 'UNIQUE' ? 'unique' : 'foreign_key');
 }
 
 function serialise(data: Record<string, unknown>): string {
@@ -99,8 +101,9 @@ function terminalSummary(task: TaskRecord, error: TaskError | null): string {
   return error === null ? base : `${base}: ${error.code}: ${untrusted(error.message, 200)}`;
 }
 
-class SqliteStoreImpl implements SqliteStore {
-  constructor(private readonly db: SqliteDb, private readonly log: Logger, readonly file: string) {}
+/** The store over either engine; `file` is the SQLite path or the redacted PostgreSQL URL. */
+export class SqlStoreImpl implements SqliteStore {
+  constructor(readonly db: SqlDb, private readonly log: Logger, readonly file: string) {}
 
   async init(): Promise<void> {
     const outcome = await migrate(this.db, this.log);
@@ -196,8 +199,11 @@ class SqliteStoreImpl implements SqliteStore {
     const at = now();
     const text = serialise(data);
     try {
-      const { lastId } = await this.db.run('INSERT INTO task_events (task_id, at, kind, data) VALUES (?, ?, ?, ?)', [taskId, at, kind, text]);
-      return { seq: lastId, taskId, at, kind, data: JSON.parse(text) as Record<string, unknown> };
+      const row = await this.db.get<{ seq: number }>(
+        'INSERT INTO task_events (task_id, at, kind, data) VALUES (?, ?, ?, ?) RETURNING seq', [taskId, at, kind, text],
+      );
+      if (row === undefined) throw new FusionError('store_error', 'event insert returned no sequence number');
+      return { seq: row.seq, taskId, at, kind, data: JSON.parse(text) as Record<string, unknown> };
     } catch (err) {
       if (isConstraint(err, 'FOREIGN KEY')) throw noTask(taskId);
       throw err;
@@ -213,12 +219,11 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async incrementResumeCount(id: string): Promise<number> {
-    return this.db.transaction(async (tx) => {
-      const { changes } = await tx.run('UPDATE tasks SET resume_count = resume_count + 1, updated_at = ? WHERE id = ?', [now(), id]);
-      if (changes === 0) throw noTask(id);
-      const row = await tx.get<{ resume_count: number }>('SELECT resume_count FROM tasks WHERE id = ?', [id]);
-      return row?.resume_count ?? 0;
-    });
+    const row = await this.db.get<{ resume_count: number }>(
+      'UPDATE tasks SET resume_count = resume_count + 1, updated_at = ? WHERE id = ? RETURNING resume_count', [now(), id],
+    );
+    if (row === undefined) throw noTask(id);
+    return row.resume_count;
   }
 
   async saveUsage(id: string, usage: string): Promise<void> {
@@ -251,6 +256,10 @@ class SqliteStoreImpl implements SqliteStore {
   async startAttempt(taskId: string, stage: string): Promise<AttemptRecord> {
     try {
       return await this.db.transaction(async (tx) => {
+        // Locks the task's row first (a no-op write): PostgreSQL daemons starting attempts of one
+        // task at once then number them one after the other, as SQLite's single writer does.
+        const { changes } = await tx.run('UPDATE tasks SET resume_count = resume_count WHERE id = ?', [taskId]);
+        if (changes === 0) throw noTask(taskId);
         const row = await tx.get<{ next: number }>(
           'SELECT COALESCE(MAX(attempt), 0) + 1 AS next FROM attempts WHERE task_id = ? AND stage = ?',
           [taskId, stage],
@@ -406,7 +415,9 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   backupTo(file: string): Promise<void> {
-    return this.db.backupTo(file);
+    if (this.db instanceof SqliteDb) return this.db.backupTo(file);
+    // A PostgreSQL store is backed up by PostgreSQL's own tools (docs/operations.md#cluster-mode).
+    return Promise.reject(new FusionError('store_error', 'online backup to a file is for SQLite stores; back PostgreSQL up with pg_dump', { retryable: false }));
   }
 
   /**
