@@ -12,6 +12,7 @@ import { createLogger, type Logger } from './log.js';
 import { FusionError } from './errors.js';
 import { DaemonConfigSchema, type DaemonConfig, type DaemonConfigInput } from './contracts/config.js';
 import { openSqliteStore } from './store/sqlite-store.js';
+import { openPgStore, openResearchPgStore } from './store/pg-store.js';
 import type { Store } from './store/port.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { createDirectDispatcher } from './tasks/dispatcher.js';
@@ -157,7 +158,10 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   await assertNoLiveDaemon(config.socketPath);
   // A signing key readable by others is a start-up error, not a silent unsigned run.
   const signingKey = loadSigningKey(config.home);
-  const opened = await openSqliteStore({ file: paths.dbFile, log });
+  // Cluster mode: the shared PostgreSQL database; otherwise the data directory's SQLite file.
+  const opened = config.databaseUrl !== undefined
+    ? await openPgStore({ url: config.databaseUrl, log })
+    : await openSqliteStore({ file: paths.dbFile, log });
   const store = overrides.wrapStore ? overrides.wrapStore(opened) : opened;
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
@@ -223,11 +227,13 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // SQLite too unless the admin asked for the in-memory mode.
   const listenAddress = config.listen === undefined ? undefined : parseListenAddress(config.listen);
   if (listenAddress) assertListenAllowed(listenAddress, config.listenPublic);
-  const researchDbFile = researchDbFileOf(config);
+  const researchDbFile = config.databaseUrl !== undefined ? opened.file : researchDbFileOf(config);
   let researchSql: ResearchSqliteStore;
   let research: ResearchService;
   try {
-    researchSql = await openResearchSqliteStore({ file: researchDbFile, log });
+    researchSql = config.databaseUrl !== undefined
+      ? await openResearchPgStore({ url: config.databaseUrl, log })
+      : await openResearchSqliteStore({ file: researchDbFile, log });
   } catch (err) {
     await guardedFetch.close();
     await store.close();
@@ -266,7 +272,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     // database, a run left queued or running can only belong to a previous process that died,
     // and nothing will ever finish it. (With Redis, BullMQ retries it; with a shared
     // --research-db, another daemon may own it, so nothing is touched.)
-    if (dispatcher.mode === 'direct' && config.researchDb === undefined && config.researchStore === 'sqlite') {
+    if (dispatcher.mode === 'direct' && config.researchDb === undefined && config.databaseUrl === undefined && config.researchStore === 'sqlite') {
       const orphans = await runStore.failUnfinished(RESEARCH_RESTART_MESSAGE);
       if (orphans.length > 0) log.warn({ runs: orphans }, 'research runs interrupted by a restart were marked failed');
     }
@@ -393,10 +399,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       }
     },
     health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
-      database: async () => {
-        const p = await store.pragmas();
-        return { file: store.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
-      },
+      database: () => opened.databaseFacts(),
       providers: () => rosterSource.describe(),
       queue: () => ({ queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),

@@ -42,6 +42,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const maxQueued = intFrom(flag(args, 'max-queued') ?? env.FUSION_MAX_QUEUED);
   const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
   const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
+  const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
   const uid = intFrom(env.FUSION_SANDBOX_UID);
   const gid = intFrom(env.FUSION_SANDBOX_GID);
   return {
@@ -53,6 +54,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
+    ...(databaseUrl ? { databaseUrl } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),

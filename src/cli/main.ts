@@ -47,6 +47,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'listen-public': {},
   'research-store': { value: true },
   'research-db': { value: true },
+  'database-url': { value: true },
   'research-user-agent': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {

@@ -42,6 +42,11 @@ export const DaemonConfigSchema = z
     researchDb: z.string().min(1).optional(),
     /** User-Agent of research crawls (default FluxusResearchBot). */
     researchUserAgent: z.string().min(1).max(200).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII').optional(),
+    /**
+     * Cluster mode (docs/operations.md#cluster-mode): the PostgreSQL database every daemon of the
+     * cluster shares (tasks, results, artefacts, research runs, API keys). Absent → the SQLite file.
+     */
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL').optional(),
     /** Redis for the BullMQ research queue; absent → runs execute in the create request. */
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
     researchWorkerConcurrency: z.number().int().min(1).max(64).default(4),

@@ -318,6 +318,19 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX research_documents_run ON research_documents(run_id);
     `,
   },
+  {
+    version: 5,
+    name: 'cluster',
+    // Cluster mode (PostgreSQL shared by several daemons): the answer's bytes live in the result
+    // row, so any daemon serves a result without the writer's disk. SQLite gets the same column
+    // (one schema), left empty: its answer is the file beside it.
+    sqlite: `
+      ALTER TABLE results ADD COLUMN answer_data BLOB;
+    `,
+    postgres: `
+      ALTER TABLE results ADD COLUMN answer_data BYTEA;
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);

@@ -21,7 +21,7 @@ export interface PgStoreOptions {
 }
 
 /** The task store on PostgreSQL; `file` is the URL with its password masked. */
-export type PgStore = Store & { readonly file: string; readonly db: SqlDb };
+export type PgStore = Store & { readonly file: string; readonly db: SqlDb; databaseFacts(): Promise<Record<string, unknown>> };
 
 export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const log = options.log.child({ component: 'store' });

@@ -37,7 +37,7 @@ export interface StorePragmas {
 }
 
 /** The store as built here, plus its file path and live connection settings. */
-export type SqliteStore = Store & { readonly file: string; pragmas(): Promise<StorePragmas> };
+export type SqliteStore = Store & { readonly file: string; pragmas(): Promise<StorePragmas>; databaseFacts(): Promise<Record<string, unknown>> };
 
 /** PRAGMAs of every connection. WAL + synchronous=FULL: a committed transaction survives power loss. */
 const PRAGMAS = ['PRAGMA synchronous = FULL', 'PRAGMA foreign_keys = ON', 'PRAGMA busy_timeout = 5000'];
@@ -112,6 +112,16 @@ export class SqlStoreImpl implements SqliteStore {
 
   close(): Promise<void> {
     return this.db.close();
+  }
+
+  /** What /v1/health reports of the database (never a password: `file` of PostgreSQL is redacted). */
+  async databaseFacts(): Promise<Record<string, unknown>> {
+    if (this.db.engine === 'postgres') {
+      const row = await this.db.get<{ version: number }>('SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations');
+      return { engine: 'postgres', url: this.file, schemaVersion: row?.version ?? 0 };
+    }
+    const p = await this.pragmas();
+    return { file: this.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
   }
 
   async pragmas(): Promise<StorePragmas> {
@@ -322,10 +332,10 @@ export class SqlStoreImpl implements SqliteStore {
       if (moved === null) return null;
       try {
         await tx.run(
-          `INSERT INTO results (task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO results (task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at, answer_data)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
           [taskId, result.answerPath, result.answerSha256, result.answerBytes, result.metadata, result.metadataSha256,
-            result.committedAt],
+            result.committedAt, this.db.engine === 'postgres' ? (result.answerData ?? null) : null],
         );
       } catch (err) {
         // Throwing rolls back the state change and both events with it.
@@ -340,7 +350,7 @@ export class SqlStoreImpl implements SqliteStore {
 
   async getResult(taskId: string): Promise<ResultRecord | null> {
     const row = await this.db.get<ResultRow>(
-      `SELECT task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at
+      `SELECT task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at, answer_data
          FROM results WHERE task_id = ?`,
       [taskId],
     );

@@ -378,6 +378,18 @@ export class TaskService {
     }
   }
 
+  /**
+   * Cluster mode: a local copy of an answer another daemon committed (its bytes are in the
+   * database), for artifact delivery; written once, durable, under this daemon's task directory.
+   */
+  materialiseAnswer(taskId: string, answer: Buffer): string {
+    const paths = taskPaths(this.deps.tasksDir, taskId);
+    mkdirDurable(paths.dir, 0o700);
+    mkdirDurable(paths.resultDir, 0o700);
+    writeFileDurable(paths.answerFile, answer);
+    return paths.answerFile;
+  }
+
   /** Ids of the tasks this daemon is running now (their runs have not settled). */
   runningTaskIds(): Set<string> {
     return new Set(this.controllers.keys());

@@ -16,14 +16,16 @@ async function rejection(promise: Promise<unknown>): Promise<FusionError> {
 
 describe('migrations', () => {
   it('are numbered 1..n, each with its SQLite and PostgreSQL text', () => {
-    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4]);
-    expect(LATEST_SCHEMA_VERSION).toBe(4);
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(ALL_VERSIONS);
+    expect(LATEST_SCHEMA_VERSION).toBe(5);
     for (const m of MIGRATIONS) {
       expect(m.sqlite.trim()).not.toBe('');
       expect(m.postgres.trim()).not.toBe('');
     }
   });
 });
+
+const ALL_VERSIONS = MIGRATIONS.map((_m, i) => i + 1);
 
 const TABLES = [
   'api_keys', 'attempts', 'checkpoints', 'research_documents', 'research_runs', 'research_snapshots', 'results',
@@ -73,9 +75,9 @@ describe.each(adapters)('$engine migrations', (adapter) => {
     }
     await withDb(async (db) => {
       const versions = await db.all<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
-      expect(versions).toEqual([{ version: 1, name: 'tasks' }, { version: 2, name: 'research' }, { version: 3, name: 'task-tarballs' }, { version: 4, name: 'research-run-details' }]);
+      expect(versions).toEqual(MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
       expect(await catalogue(db)).toEqual({ tables: TABLES, indexes: INDEXES });
-      expect(await migrate(db, silentLogger())).toEqual({ from: 4, to: 4, applied: [] });
+      expect(await migrate(db, silentLogger())).toEqual({ from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION, applied: [] });
     });
   });
 
@@ -83,7 +85,7 @@ describe.each(adapters)('$engine migrations', (adapter) => {
     const dbs = await Promise.all([1, 2, 3].map(() => tdb.openDb()));
     try {
       const outcomes = await Promise.all(dbs.map((db) => migrate(db, silentLogger())));
-      expect(outcomes.flatMap((o) => o.applied).sort()).toEqual([1, 2, 3, 4]);
+      expect(outcomes.flatMap((o) => o.applied).sort((a, b) => a - b)).toEqual(ALL_VERSIONS);
     } finally {
       await Promise.all(dbs.map((db) => db.close()));
     }

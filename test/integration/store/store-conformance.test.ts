@@ -10,6 +10,7 @@ import { silentLogger } from '../../../src/log.js';
 import { openPgStore } from '../../../src/store/pg-store.js';
 import type { ResultRecord, Store } from '../../../src/store/port.js';
 import type { SqliteStore } from '../../../src/store/sqlite-store.js';
+import { LATEST_SCHEMA_VERSION } from '../../../src/store/migrations.js';
 import { driveTo, newTask, openStore, tempDir, useStoreAdapters, type TempDir, type TestDatabase } from './helpers.js';
 
 const adapters = useStoreAdapters();
@@ -55,7 +56,7 @@ describe('sqlite only', () => {
 
   it('runs WAL, synchronous FULL, foreign keys and a 5 s busy timeout', async () => {
     expect(await store.pragmas()).toEqual({
-      journalMode: 'wal', synchronous: 2, foreignKeys: true, busyTimeoutMs: 5000, schemaVersion: 4,
+      journalMode: 'wal', synchronous: 2, foreignKeys: true, busyTimeoutMs: 5000, schemaVersion: LATEST_SCHEMA_VERSION,
     });
   });
 
@@ -207,6 +208,16 @@ describe.each(adapters)('$engine store', (adapter) => {
         { from: 'merging', to: 'completed' },
         { taskId: task.id, name: 'investigate', status: 'completed', error: null, summary: 'fusion investigate completed' },
       ]);
+    });
+
+    it('keeps the answer bytes in the row on a shared (PostgreSQL) store only', async () => {
+      const task = await store.createTask(newTask());
+      await driveTo(store, task.id, 'merging');
+      const answerData = Buffer.from('# answer\n\u00e9\u0000', 'utf8');
+      await store.commitResult({ ...resultFor(task.id), answerData });
+      const read = await store.getResult(task.id);
+      if (adapter.engine === 'postgres') expect(read?.answerData?.equals(answerData)).toBe(true);
+      else expect(read?.answerData).toBeUndefined();
     });
 
     it('writes nothing when the task is not merging', async () => {
