@@ -43,6 +43,9 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
   const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
   const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
+  const leaseMs = intFrom(env.FUSION_TASK_LEASE_MS);
+  const stalledCheckMs = intFrom(env.FUSION_TASK_STALLED_CHECK_MS);
+  const daemonId = env.FUSION_DAEMON_ID?.trim();
   const uid = intFrom(env.FUSION_SANDBOX_UID);
   const gid = intFrom(env.FUSION_SANDBOX_GID);
   return {
@@ -55,6 +58,9 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
     ...(databaseUrl ? { databaseUrl } : {}),
+    ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
+    ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
+    ...(daemonId ? { daemonId } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),

@@ -53,6 +53,15 @@ export const DaemonConfigSchema = z
     /** BullMQ lock duration and stalled-job check interval (ms); BullMQ's defaults when absent. */
     researchLockMs: z.number().int().min(500).max(600_000).optional(),
     researchStalledMs: z.number().int().min(500).max(600_000).optional(),
+    /**
+     * Cluster mode task leases (BullMQ lock duration, renewed at half of it while the task runs)
+     * and the stalled-job check interval (ms): a dead daemon's tasks resume elsewhere after about
+     * their sum. BullMQ's defaults (30 s each) when absent.
+     */
+    taskLeaseMs: z.number().int().min(500).max(600_000).optional(),
+    taskStalledCheckMs: z.number().int().min(500).max(600_000).optional(),
+    /** Names this daemon in cluster events; default host name and pid. */
+    daemonId: z.string().min(1).max(100).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces').optional(),
   })
   .strict();
 

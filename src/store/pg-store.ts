@@ -11,7 +11,6 @@ import { migrate } from './migrations.js';
 import { PgDb, redactDatabaseUrl } from './pg-db.js';
 import { SqlStoreImpl } from './sqlite-store.js';
 import { ResearchSqlStoreImpl } from './research-sqlite-store.js';
-import type { SqlDb } from './sql-port.js';
 
 export interface PgStoreOptions {
   /** postgres:// or postgresql:// connection string. */
@@ -21,7 +20,7 @@ export interface PgStoreOptions {
 }
 
 /** The task store on PostgreSQL; `file` is the URL with its password masked. */
-export type PgStore = Store & { readonly file: string; readonly db: SqlDb; databaseFacts(): Promise<Record<string, unknown>> };
+export type PgStore = Store & { readonly file: string; readonly db: PgDb; databaseFacts(): Promise<Record<string, unknown>> };
 
 export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const log = options.log.child({ component: 'store' });
@@ -29,7 +28,7 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   try {
     const store = new SqlStoreImpl(db, log, redactDatabaseUrl(options.url));
     await store.init();
-    return store;
+    return Object.assign(store, { db });
   } catch (err) {
     await db.close();
     throw err;
