@@ -335,7 +335,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   if (pgStore !== undefined && config.redisUrl !== undefined) {
     const daemonId = config.daemonId ?? `${hostname()}-${process.pid}`;
     const queue = await createTaskQueue({
-      redisUrl: config.redisUrl, log, concurrency: config.taskConcurrency,
+      redisUrl: config.redisUrl, clusterId: await pgStore.clusterId(), log, concurrency: config.taskConcurrency,
       ...(config.taskLeaseMs !== undefined ? { lockDurationMs: config.taskLeaseMs } : {}),
       ...(config.taskStalledCheckMs !== undefined ? { stalledIntervalMs: config.taskStalledCheckMs } : {}),
     });
@@ -433,7 +433,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
       database: () => opened.databaseFacts(),
       providers: () => rosterSource.describe(),
-      queue: () => ({ queued: dispatcher.queued, running: dispatcher.running }),
+      // Cluster mode: this daemon's runs (the waiting tasks are in the shared queue, not here).
+      queue: () => (cluster !== undefined ? { queued: 0, running: cluster.queue.running } : { queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),
       sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
     })),

@@ -323,12 +323,19 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'cluster',
     // Cluster mode (PostgreSQL shared by several daemons): the answer's bytes live in the result
     // row, so any daemon serves a result without the writer's disk. SQLite gets the same column
-    // (one schema), left empty: its answer is the file beside it.
+    // and table (one schema); the column stays empty: its answer is the file beside it.
+    // cluster_id names the database's cluster: the daemons sharing it share one set of queues
+    // (their Redis key prefix), whatever URL each uses to reach it, and clusters on one Redis
+    // never take each other's jobs.
     sqlite: `
       ALTER TABLE results ADD COLUMN answer_data BLOB;
+      CREATE TABLE cluster_settings (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+      INSERT INTO cluster_settings (key, value) VALUES ('cluster_id', lower(hex(randomblob(8))));
     `,
     postgres: `
       ALTER TABLE results ADD COLUMN answer_data BYTEA;
+      CREATE TABLE cluster_settings (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+      INSERT INTO cluster_settings (key, value) VALUES ('cluster_id', substr(md5(random()::text || clock_timestamp()::text), 1, 16));
     `,
   },
 ];

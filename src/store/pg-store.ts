@@ -20,7 +20,12 @@ export interface PgStoreOptions {
 }
 
 /** The task store on PostgreSQL; `file` is the URL with its password masked. */
-export type PgStore = Store & { readonly file: string; readonly db: PgDb; databaseFacts(): Promise<Record<string, unknown>> };
+export type PgStore = Store & {
+  readonly file: string;
+  readonly db: PgDb;
+  databaseFacts(): Promise<Record<string, unknown>>;
+  clusterId(): Promise<string>;
+};
 
 export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const log = options.log.child({ component: 'store' });

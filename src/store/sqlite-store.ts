@@ -114,6 +114,13 @@ export class SqlStoreImpl implements SqliteStore {
     return this.db.close();
   }
 
+  /** The database's cluster id (migration 5): names the queues the daemons sharing it share. */
+  async clusterId(): Promise<string> {
+    const row = await this.db.get<{ value: string }>("SELECT value FROM cluster_settings WHERE key = 'cluster_id'");
+    if (row === undefined) throw new FusionError('store_error', 'the database has no cluster id', { retryable: false });
+    return row.value;
+  }
+
   /** What /v1/health reports of the database (never a password: `file` of PostgreSQL is redacted). */
   async databaseFacts(): Promise<Record<string, unknown>> {
     if (this.db.engine === 'postgres') {

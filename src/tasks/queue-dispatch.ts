@@ -28,6 +28,8 @@ export const TASK_JOB_OPTIONS = Object.freeze({
 
 export interface TaskQueueOptions {
   redisUrl: string;
+  /** The shared database's cluster id: the Redis key prefix, so clusters sharing a Redis stay apart. */
+  clusterId: string;
   log: Logger;
   /** Tasks this daemon runs at once (over all workflows). */
   concurrency: number;
@@ -48,7 +50,8 @@ class HandedBack extends Error {}
 export async function createTaskQueue(options: TaskQueueOptions): Promise<TaskQueue> {
   const log = options.log.child({ component: 'task-queue' });
   const connection = bullConnection(options.redisUrl);
-  const queues = new Map<Workflow, Queue<JobData>>(WORKFLOWS.map((w) => [w, new Queue<JobData>(taskQueueName(w), { connection })]));
+  const prefix = `fusion-${options.clusterId}`;
+  const queues = new Map<Workflow, Queue<JobData>>(WORKFLOWS.map((w) => [w, new Queue<JobData>(taskQueueName(w), { connection, prefix })]));
   for (const q of queues.values()) q.on('error', (err) => log.warn({ err }, 'task queue connection error'));
   await Promise.all([...queues.values()].map((q) => waitQueueReady(q as Queue, undefined, 'the task queue')));
   const workers: Worker<JobData>[] = [];
@@ -92,6 +95,7 @@ export async function createTaskQueue(options: TaskQueueOptions): Promise<TaskQu
       for (const workflow of WORKFLOWS) {
         const worker = new Worker<JobData>(taskQueueName(workflow), gated, {
           connection,
+          prefix,
           concurrency: options.concurrency,
           maxStalledCount: 10,
           ...(options.lockDurationMs !== undefined ? { lockDuration: options.lockDurationMs } : {}),
