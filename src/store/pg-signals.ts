@@ -8,7 +8,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from '../log.js';
-import type { ClusterSignals } from '../tasks/cluster-port.js';
+import type { ClusterSignals } from './signals-port.js';
 import type { PgDb } from './pg-db.js';
 
 const EVENTS = 'fusion_task_events';

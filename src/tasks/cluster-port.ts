@@ -26,11 +26,4 @@ export interface TaskQueue {
   queued(): Promise<number>;
 }
 
-export interface ClusterSignals {
-  /** Tells every daemon that `taskId` has new committed events (they re-read the store). */
-  eventsCommitted(taskId: string): void;
-  /** Tells every daemon to abort its local run of `taskId` (the store already says cancelled). */
-  cancel(taskId: string): Promise<void>;
-  subscribe(handlers: { events(taskId: string): void; cancel(taskId: string): void }): Promise<void>;
-  close(): Promise<void>;
-}
+export type { ClusterSignals } from '../store/signals-port.js';
