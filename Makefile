@@ -5,7 +5,7 @@
 SHELL := /bin/bash
 NODE_BIN := node_modules/.bin
 
-.PHONY: setup deps system-deps build lint typecheck test unit run bench bench-short clean
+.PHONY: setup deps system-deps build native lint typecheck test unit run bench bench-short clean
 
 setup: system-deps deps build
 
@@ -20,8 +20,14 @@ node_modules/.installed: package.json package-lock.json
 	npm install --no-audit --no-fund
 	@touch $@
 
-build: deps
+build: deps native
 	$(NODE_BIN)/tsc -p tsconfig.build.json
+
+# The SO_PEERCRED addon (N-API, C): rebuilt when its sources change.
+PEERCRED := native/peercred/build/Release/peercred.node
+native: $(PEERCRED)
+$(PEERCRED): native/peercred/peercred.c native/peercred/binding.gyp scripts/build-native.sh
+	@bash scripts/build-native.sh
 
 lint: deps
 	$(NODE_BIN)/eslint .
@@ -50,4 +56,4 @@ bench-short: setup
 -include mk/*.mk
 
 clean:
-	rm -rf dist .fusion-home bench/out
+	rm -rf dist .fusion-home bench/out native/peercred/build

@@ -6,9 +6,15 @@
 //
 // The daemon is in-process (dist/) with a runner that does nothing until stopped, so only the
 // receipt path is measured; its default admission bounds apply (BENCH_FLOOD_MAX_QUEUED overrides).
+//
+// Also measured in the same run, as a floor: the same flood against a bare Node HTTP server on
+// a Unix socket in this process that answers 202 at once (no parsing, no store). One event loop
+// opens 1000 connections, so even that floor sits far above 10 × a single receipt;
+// `ratioP99ToFloorP99` says how much of the flood's p99 is the daemon's own work.
 import { iterations } from './short.mjs';
 import process from 'node:process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,10 +26,37 @@ const FLOOD = iterations('BENCH_FLOOD', 1000, 200);
 const SINGLE = iterations('BENCH_FLOOD_SINGLE', 50, 20);
 const GOAL_RATIO = 10;
 
+/** The flood against a server that answers 202 at once: what 1000 connections cost alone. */
+async function floorFlood(home, rawRequest, body) {
+  const socketPath = join(home, 'floor.sock');
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(202, { 'content-type': 'application/json' });
+      res.end('{"taskId":"floor"}');
+    });
+  });
+  await new Promise((resolve) => server.listen({ path: socketPath, backlog: 4096 }, resolve));
+  try {
+    const samples = [];
+    await Promise.all(
+      Array.from({ length: FLOOD }, async () => {
+        const s = performance.now();
+        await rawRequest({ socketPath }, 'POST', '/v1/tasks/investigate', body).catch(() => undefined);
+        samples.push(performance.now() - s);
+      }),
+    );
+    return stats(samples);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
 export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
   const { silentLogger } = await import('../dist/src/log.js');
   const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { rawRequest } = await import('../dist/src/client/transport.js');
   const home = mkdtempSync(join(process.env.BENCH_HOME_DIR ?? tmpdir(), 'fusion-bench-flood-'));
   const runner = {
     run: ({ signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true })),
@@ -61,6 +94,7 @@ export default async function run() {
         }),
       );
       const wallMs = performance.now() - t0;
+      const floorStats = await floorFlood(home, rawRequest, body);
       const singleStats = stats(single);
       const floodStats = stats(flood);
       const otherErrors = Object.entries(codes).filter(([c]) => c !== 'accepted' && c !== 'busy');
@@ -72,6 +106,8 @@ export default async function run() {
         wallMs: Math.round(wallMs),
         outcomes: codes,
         ratioP99ToSingleP50: ratio,
+        floorFloodReceipts: floorStats,
+        ratioP99ToFloorP99: Math.round((floodStats.p99 / floorStats.p99) * 100) / 100,
         goal: `flood p99 ≤ ${GOAL_RATIO}× single p50, no error but busy`,
         goalMet: ratio <= GOAL_RATIO && otherErrors.length === 0,
       };

@@ -24,8 +24,12 @@ import { TaskService } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler, type ApiContext } from './api/routes.js';
-import { assertNoLiveDaemon, closeServer, listenOnSocket } from './api/socket-server.js';
-import { childImage, createDockerLauncher } from './launcher/docker.js';
+import { assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
+import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
+import { loadPeerCredReader } from './api/peer-cred.js';
+import { checkRepoAsCaller } from './tasks/repo-access.js';
+import { createDockerLauncher } from './launcher/docker.js';
+import { childImage } from './launcher/docker-config.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
 import { parseResolveList } from './egress/resolve-list.js';
 import { createLauncherFactories } from './launcher/factories.js';
@@ -40,9 +44,9 @@ import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
 import { loadSigningKey, type SigningKey } from './audit/signing.js';
-import { sealTask } from './audit/task-tarball.js';
-import { assertFreeSpace, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
-import { createResultSealCheck } from './audit/result-seal.js';
+import { pruneSealedAttemptFiles, sealTask } from './audit/task-tarball.js';
+import { cachedFreeSpaceCheck, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
+import { createAttemptRecordCheck, createResultSealCheck } from './audit/result-seal.js';
 import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
@@ -100,6 +104,8 @@ export interface DaemonOverrides {
   researchCancelPollMs?: number;
   /** Test seam: wraps the opened store (the chaos tests stop the process at a chosen write). */
   wrapStore?: <T extends Store>(store: T) => T;
+  /** Test seam: the peer-credential addon's path (a missing one proves --socket-group refuses to start). */
+  peerCredAddon?: string;
 }
 
 export interface Daemon {
@@ -153,9 +159,38 @@ function prepareHome(home: string, log: Logger): void {
   }
 }
 
+/**
+ * Who may connect and how each caller is known (docs/security.md#socket-callers). With a socket
+ * group the kernel must name every caller: without the addon the daemon refuses to start rather
+ * than trust every member alike. Without one, only the daemon's uid (and root) can connect, so
+ * a caller the addon cannot read is the daemon's own uid.
+ */
+function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): SocketListenOptions {
+  const reader = loadPeerCredReader(addonPath);
+  const uid = process.getuid?.() ?? 0;
+  const self = { uid, gid: process.getgid?.() ?? 0, pid: process.pid, groups: null };
+  const onIdentifyError = (err: Error): void => log.warn({ err: err.message }, 'socket connection refused: its caller could not be read (SO_PEERCRED)');
+  if (config.socketGroup === undefined) {
+    if ('error' in reader) log.warn({ reason: reader.error }, 'peer credentials unavailable: every socket caller is taken as the daemon\'s uid (the socket is 0600)');
+    return 'read' in reader ? { identify: reader.read, onIdentifyError } : { fallbackCaller: self };
+  }
+  const group = resolveSocketGroup(config.socketGroup);
+  if ('error' in reader) {
+    throw new FusionError('invalid_config', `--socket-group ${group.name} needs the peer-credential addon to tell callers apart, and it is unavailable: ${reader.error}`, { details: { field: 'socketGroup' } });
+  }
+  if (uid !== 0) {
+    throw new FusionError('invalid_config', `--socket-group ${group.name} needs a root daemon: it checks each caller's repository as that caller (setpriv), which needs CAP_SETUID`, { details: { field: 'socketGroup' } });
+  }
+  prepareGroupSocketDir(config.socketPath, group, resolve(config.home));
+  log.info({ group: group.name, gid: group.gid, socket: config.socketPath }, 'socket shared with a group: its members are callers (SO_PEERCRED)');
+  return { group, identify: reader.read, onIdentifyError };
+}
+
 export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
   const log = overrides.log ?? createLogger({ level: config.logLevel });
   prepareHome(config.home, log);
+  // Before anything is created: a bad --socket-group is a start-up error naming the flag.
+  const access = socketAccess(config, log, overrides.peerCredAddon);
   const paths = dataPaths(config.home);
   mkdirSync(paths.tasksDir, { recursive: true, mode: 0o700 });
   // Before anything shared is touched: refuse to run beside a live daemon on the same socket.
@@ -175,7 +210,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
   const dockerOwner = `daemon-${createHash('sha256').update(config.home).digest('hex').slice(0, 12)}`;
   const factories: LauncherFactories =
-    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner });
+    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
   const launchers = new Map<string, Promise<Launcher>>();
   const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
     const key = choice === 'auto' ? config.sandbox : choice;
@@ -354,9 +389,17 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     tasksDir: paths.tasksDir,
     // A bad model override is an input error at submit time, before anything exists.
     preflightOptions: (options) => rosterFor(options).budget,
-    onTerminal: async (taskId) => void (await sealTask(sealDeps, taskId)),
+    onTerminal: async (taskId) => {
+      const sealed = await sealTask(sealDeps, taskId);
+      // Each attempt kept once: the sealed tarball, not also the unpacked files (unless asked).
+      if (sealed !== null && !config.keepAttemptFiles) {
+        await pruneSealedAttemptFiles(paths.tasksDir, taskId);
+        await store.dropSealedCheckpoints(taskId);
+      }
+    },
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
-    assertStorage: () => assertFreeSpace(config.home, config.storageReserveBytes),
+    assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
+    checkRepo: checkRepoAsCaller,
     ...(cluster !== undefined ? { cluster } : {}),
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
@@ -446,12 +489,13 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       return maintenance.runNow(job as MaintenanceJobName);
     },
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
+    attemptCheck: createAttemptRecordCheck(store),
     research: { service: research, keys: researchSql },
   };
   let server: Server;
   let tcp: { server: Server; host: string; port: number } | undefined;
   try {
-    server = await listenOnSocket(config.socketPath, createApiHandler(apiContext, 'socket'));
+    server = await listenOnSocket(config.socketPath, createApiHandler(apiContext, 'socket'), access);
     if (listenAddress) {
       try {
         tcp = await listenOnTcp(listenAddress, createApiHandler(apiContext, 'tcp'));

@@ -16,9 +16,14 @@
  *   POST /v1/admin/maintenance/:job    retention | reaper | stale-sweep | backup, run now
  *   /api/v1/research…                   research runs (see research-routes.ts; bearer key required)
  *
- * Surfaces: the Unix socket (0600, the daemon's user only) serves everything. The TCP listener
- * serves ONLY the research API and a minimal health: the task API has no authentication and
- * reads repositories as the daemon's user, so it must never be reachable over the network.
+ * Surfaces: the Unix socket (0600 for the daemon's user, or 0660 for the --socket-group) serves
+ * everything. The TCP listener serves ONLY the research API and a minimal health: the task API
+ * authenticates callers by their kernel-reported uid (SO_PEERCRED), which only a Unix socket
+ * has, so it must never be reachable over the network.
+ *
+ * Callers (docs/security.md#socket-callers): root and the daemon's uid see every task; any other
+ * uid sees only the tasks it submitted, and a task it may not see answers exactly like a task
+ * that does not exist. Metrics and maintenance are theirs alone (forbidden to others).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FusionError } from '../errors.js';
@@ -26,7 +31,10 @@ import type { Logger } from '../log.js';
 import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
 import type { TaskService } from '../tasks/task-service.js';
 import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
-import { readBgResult, type ResultSealCheck } from '../tasks/result-reader.js';
+import { noSuchTask } from '../tasks/task-service.js';
+import { isPrivileged, maySeeTask, uidLabel, type CallerIdentity } from '../tasks/caller.js';
+import { socketCaller } from './socket-server.js';
+import { readBgResult, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { routeResearch, type ResearchApiContext } from './research-routes.js';
@@ -44,10 +52,14 @@ export interface ApiContext {
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /** With a signing key: the signed task tarball check bg_result runs before delivery. */
   resultSeal?: ResultSealCheck;
+  /** bg_result's check of a result's attempts against the sealed task tarball. */
+  attemptCheck?: AttemptRecordCheck;
   /** `POST /v1/admin/maintenance/{job}`: runs one maintenance job now (admin make targets). */
   runMaintenance?: (job: string) => Promise<unknown>;
   /** The research-run API; absent → its routes answer not_found. */
   research?: ResearchApiContext;
+  /** The daemon's uid, privileged like root (default process.getuid()). */
+  daemonUid?: number;
 }
 
 export type ApiSurface = 'socket' | 'tcp';
@@ -65,6 +77,7 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
     updatedAt: task.updatedAt,
     error: task.error,
     resumeCount: task.resumeCount,
+    callerUid: task.callerUid,
     usage: task.usage === null ? null : (JSON.parse(task.usage) as unknown),
   };
 }
@@ -112,8 +125,21 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   const allow = (m: string): void => {
     if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${m}`);
   };
+  const caller = socketCaller(req);
+  const daemonUid = ctx.daemonUid ?? process.getuid?.() ?? 0;
+  const privileged = caller === undefined || isPrivileged(caller, daemonUid);
+  const adminOnly = (): void => {
+    if (!privileged) throw new FusionError('forbidden', `${url.pathname} is for root and the daemon's user only (you are uid ${caller?.uid ?? '?'})`);
+  };
+  /** The task, when this caller may see it; otherwise the not-found answer of a missing task. */
+  const visible = async (id: string): Promise<TaskRecord> => {
+    const task = await ctx.tasks.get(id);
+    if (!maySeeTask(caller, task.callerUid, daemonUid)) throw noSuchTask(id);
+    return task;
+  };
   if (url.pathname === '/metrics' && ctx.metrics !== undefined) {
     allow('GET');
+    adminOnly();
     const { contentType, body } = await ctx.metrics();
     res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
     res.end(body);
@@ -128,11 +154,12 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   }
   if (parts.length === 4 && parts[1] === 'admin' && parts[2] === 'maintenance' && ctx.runMaintenance !== undefined) {
     allow('POST');
+    adminOnly();
     return sendJson(res, 200, { job: parts[3], summary: await ctx.runMaintenance(parts[3]!) });
   }
   if (parts.length === 2 && parts[1] === 'events') {
     allow('GET');
-    return streamEvents(ctx, req, res, '*', 0, url.searchParams.get('follow') !== 'false');
+    return streamEvents(ctx, req, res, '*', 0, url.searchParams.get('follow') !== 'false', privileged ? undefined : caller);
   }
   if (parts[1] !== 'tasks') throw new FusionError('not_found', `no route ${url.pathname}`);
 
@@ -142,20 +169,22 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
     if (stateParam !== null && !isTaskState(stateParam)) throw new FusionError('invalid_input', `state must be a task state, got ${JSON.stringify(stateParam)}`, { details: { field: 'state' } });
     const limit = intParam(url, 'limit', 100, 1000);
     // One more than asked tells whether the list was cut (the client says so, and how to see more).
-    const tasks = await ctx.tasks.store.listTasks({ ...(stateParam ? { state: stateParam } : {}), limit: limit + 1 });
+    const tasks = await ctx.tasks.store.listTasks({ ...(stateParam ? { state: stateParam } : {}), ...(privileged ? {} : { callerUid: caller.uid }), limit: limit + 1 });
     return sendJson(res, 200, { tasks: tasks.slice(0, limit).map(taskView), limit, truncated: tasks.length > limit });
   }
   const id = parts[2]!;
   if (parts.length === 3 && (id === 'investigate' || id === 'research')) {
     allow('POST');
     const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
-    const caller = callerOf(req);
-    const receipt = await ctx.tasks.submit({ workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}), ...(caller ? { caller } : {}) });
+    const label = admissionLabel(req, caller, privileged);
+    const receipt = await ctx.tasks.submit({
+      workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}), ...(label ? { caller: label } : {}), ...(caller ? { identity: caller } : {}),
+    });
     return sendJson(res, 202, receipt);
   }
   if (parts.length === 3) {
     allow('GET');
-    return sendJson(res, 200, taskView(await ctx.tasks.get(id)));
+    return sendJson(res, 200, taskView(await visible(id)));
   }
   const action = parts[3];
   if (parts.length !== 4) throw new FusionError('not_found', `no route ${url.pathname}`);
@@ -164,20 +193,22 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       allow('GET');
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await ctx.tasks.get(id), delivery as DeliveryMode, ctx.resultSeal, (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer)));
+      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal, ctx.attemptCheck, (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer)));
     }
     case 'wait': {
       allow('GET');
       const timeoutMs = intParam(url, 'timeoutMs', 30_000, MAX_WAIT_MS);
+      await visible(id);
       return sendJson(res, 200, await waitTerminal(ctx, id, timeoutMs, req));
     }
     case 'events': {
       allow('GET');
-      await ctx.tasks.get(id);
+      await visible(id);
       return streamEvents(ctx, req, res, id, intParam(url, 'after', 0, Number.MAX_SAFE_INTEGER), url.searchParams.get('follow') !== 'false');
     }
     case 'cancel': {
       allow('POST');
+      await visible(id);
       return sendJson(res, 200, taskView(await ctx.tasks.cancel(id)));
     }
     default:
@@ -214,12 +245,29 @@ async function waitTerminal(ctx: ApiContext, id: string, timeoutMs: number, req:
   return done(task, isTerminal(task.state) ? await terminalNotification(ctx, id) : undefined);
 }
 
-async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, id: string | '*', after: number, follow: boolean): Promise<void> {
+/**
+ * `onlyFor`: the all-tasks stream of a non-privileged caller carries only its own tasks' events.
+ * Ownership is looked up once per task, in arrival order (a serial chain), so events stay in order.
+ */
+async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, id: string | '*', after: number, follow: boolean, onlyFor?: CallerIdentity): Promise<void> {
   res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store' });
   let lastSeq = after;
   const buffered: TaskEvent[] = [];
   let replaying = true;
   let ended = false;
+  const owners = new Map<string, boolean>();
+  let chain = Promise.resolve();
+  const deliver = (e: TaskEvent): void => {
+    if (onlyFor === undefined) return write(e);
+    chain = chain.then(async () => {
+      let mine = owners.get(e.taskId);
+      if (mine === undefined) {
+        mine = (await ctx.tasks.store.getTask(e.taskId))?.callerUid === onlyFor.uid;
+        owners.set(e.taskId, mine);
+      }
+      if (mine) write(e);
+    }).catch(() => undefined);
+  };
   const write = (e: TaskEvent): void => {
     if (ended || e.seq <= lastSeq) return;
     lastSeq = e.seq;
@@ -233,13 +281,13 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
     res.end();
   };
   const unsubscribe = follow
-    ? ctx.tasks.bus.subscribe(id, (e) => (replaying ? buffered.push(e) : write(e)))
+    ? ctx.tasks.bus.subscribe(id, (e) => (replaying ? buffered.push(e) : deliver(e)))
     : (): void => undefined;
   req.once('close', end);
   const history = id === '*' ? [] : await ctx.tasks.store.listEvents(id, after);
   for (const e of history) write(e);
   replaying = false;
-  for (const e of buffered.sort((a, b) => a.seq - b.seq)) write(e);
+  for (const e of buffered.sort((a, b) => a.seq - b.seq)) deliver(e);
   if (!follow) end();
   else if (id !== '*') {
     const task = await ctx.tasks.get(id);
@@ -250,8 +298,19 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
   }
 }
 
-/** `X-Fusion-Caller`: a fairness label for the per-caller waiting bound (docs/behaviour.md#b2), not an identity. */
-function callerOf(req: IncomingMessage): string | undefined {
+/**
+ * The per-caller admission key (docs/behaviour.md#b2). A non-privileged caller is its uid, whatever
+ * it sends: the header must not let it take another caller's places or many of its own. Root and
+ * the daemon's uid (an MCP host or proxy serving several agents) may label their tasks with
+ * `X-Fusion-Caller`.
+ */
+export function admissionLabel(req: IncomingMessage, caller: CallerIdentity | undefined, privileged: boolean): string | undefined {
+  if (!privileged && caller !== undefined) return uidLabel(caller.uid);
+  return headerLabel(req);
+}
+
+/** `X-Fusion-Caller`: a fairness label for the per-caller waiting bound, not an identity. */
+function headerLabel(req: IncomingMessage): string | undefined {
   const raw = req.headers['x-fusion-caller'];
   if (raw === undefined) return undefined;
   const value = Array.isArray(raw) ? raw[0] ?? '' : raw;

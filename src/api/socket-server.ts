@@ -1,13 +1,38 @@
 /**
- * HTTP/1.1 over a Unix socket created with mode 0600. The socket is bound under a 0177 umask so
- * there is no window in which another user could connect, then chmod'ed explicitly as well.
- * A stale socket file (nothing answering) is replaced; a live one is an error.
+ * HTTP/1.1 over a Unix socket created with mode 0600 (0660 for the --socket-group). The socket
+ * is bound under a 0177 umask so there is no window in which another user could connect, then
+ * chmod'ed explicitly as well. A stale socket file (nothing answering) is replaced; a live one
+ * is an error.
+ *
+ * Every connection is tagged with its caller, read from the kernel when it is accepted
+ * (docs/security.md#socket-callers); a connection whose caller cannot be read is closed unserved.
  */
-import { createServer, type RequestListener, type Server } from 'node:http';
-import { connect } from 'node:net';
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { FusionError } from '../errors.js';
+import type { CallerIdentity } from '../tasks/caller.js';
 import { STRICT_SERVER_OPTIONS, installClientErrorEnvelope } from './request-guard.js';
+import type { PeerCredReader } from './peer-cred.js';
+import { shareSocketWithGroup, type SocketGroup } from './socket-group.js';
+
+export interface SocketListenOptions {
+  /** 0660 for this group instead of 0600 (its directory is prepared by prepareGroupSocketDir). */
+  group?: SocketGroup;
+  /** Reads each connection's caller from the kernel; absent → every caller is `fallbackCaller`. */
+  identify?: PeerCredReader;
+  /** The caller of every connection when there is no reader (only the daemon's uid can connect then). */
+  fallbackCaller?: CallerIdentity;
+  /** Told when a connection is refused because its caller could not be read. */
+  onIdentifyError?: (err: Error) => void;
+}
+
+const callers = new WeakMap<Socket, CallerIdentity>();
+
+/** The kernel-reported caller of a socket request; undefined on other surfaces (TCP) and in-process tests. */
+export function socketCaller(req: IncomingMessage): CallerIdentity | undefined {
+  return callers.get(req.socket);
+}
 
 function socketAnswers(path: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -25,7 +50,7 @@ export async function assertNoLiveDaemon(path: string): Promise<void> {
   if (await socketAnswers(path)) throw new FusionError('invalid_config', `another daemon already answers on ${path}; stop it or choose another --socket/--data`);
 }
 
-export async function listenOnSocket(path: string, handler: RequestListener): Promise<Server> {
+export async function listenOnSocket(path: string, handler: RequestListener, options: SocketListenOptions = {}): Promise<Server> {
   let exists = false;
   try {
     const st = lstatSync(path);
@@ -40,6 +65,18 @@ export async function listenOnSocket(path: string, handler: RequestListener): Pr
   }
   const server = createServer(STRICT_SERVER_OPTIONS, handler);
   installClientErrorEnvelope(server);
+  const { identify, fallbackCaller } = options;
+  if (identify !== undefined || fallbackCaller !== undefined) {
+    // Read once per connection, at accept: SO_PEERCRED is the peer's identity at connect(2).
+    server.on('connection', (socket: Socket) => {
+      try {
+        callers.set(socket, identify !== undefined ? identify(socket) : fallbackCaller!);
+      } catch (err) {
+        options.onIdentifyError?.(err as Error);
+        socket.destroy();
+      }
+    });
+  }
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -56,6 +93,7 @@ export async function listenOnSocket(path: string, handler: RequestListener): Pr
     }
   });
   chmodSync(path, 0o600);
+  if (options.group !== undefined) shareSocketWithGroup(path, options.group);
   return server;
 }
 

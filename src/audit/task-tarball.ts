@@ -14,6 +14,7 @@
  * The bytes are deterministic for the same content (tar-members.ts).
  */
 import { lstatSync, readFileSync, readdirSync, type Dirent } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { canonicalJson, sha256Hex, sourcePolicy, type CanonicalInput } from '../contracts/canonical.js';
 import { FusionError } from '../errors.js';
@@ -215,4 +216,17 @@ export async function sealTask(deps: SealDeps, taskId: string): Promise<TaskTarb
   tarballsSealed.inc({ signed: record.signature === null ? 'false' : 'true' });
   deps.log.info({ taskId, state: task.state, bytes: record.bytes, sha256: record.sha256, signed: record.signature !== null }, 'task tarball sealed');
   return record;
+}
+
+/**
+ * Once a task's tarball is sealed (and committed), it is the one copy of every attempt: the
+ * unpacked attempt directories, the per-attempt `.tar` files and the replay records are removed
+ * from the task directory (issue 16: each attempt is kept once). What stays: the preflight copies
+ * and `result/` (the delivered answer file). bg_result then checks the attempts against the
+ * sealed tarball, and `fusion audit verify` re-derives each attempt digest from its members.
+ */
+export async function pruneSealedAttemptFiles(tasksDir: string, taskId: string): Promise<void> {
+  const paths = taskPaths(tasksDir, taskId);
+  await rm(paths.attemptsDir, { recursive: true, force: true });
+  await rm(join(paths.dir, REPLAY_DIR), { recursive: true, force: true });
 }

@@ -2,7 +2,13 @@
  * Resolves the data directory, socket and daemon settings from flags and the environment.
  * Precedence: flag > environment > default. `FUSION_HOME` defaults to
  * `$XDG_STATE_HOME/fusion` or `~/.local/state/fusion`.
+ *
+ * Sockets: a daemon's default is `$FUSION_HOME/fusion.sock`, or SHARED_SOCKET with
+ * --socket-group (the data directory stays 0700, so a shared socket lives elsewhere). A client
+ * without --socket/FUSION_SOCKET uses its own home's socket, or SHARED_SOCKET when only that one
+ * exists: a local agent account finds the shared daemon with no settings.
  */
+import { lstatSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { DaemonConfigInput } from '../contracts/config.js';
@@ -18,9 +24,35 @@ export function resolveHome(args: ParsedArgs, env: Env): string {
   return join(state, 'fusion');
 }
 
-export function resolveSocket(args: ParsedArgs, env: Env): string {
+/** The default socket of a daemon started with --socket-group (docs/operations.md#agent-accounts). */
+export const SHARED_SOCKET = '/run/fusion/fusion.sock';
+
+function isSocket(path: string): boolean {
+  try {
+    return lstatSync(path).isSocket();
+  } catch {
+    return false;
+  }
+}
+
+/** The socket a client talks to (`shared`: SHARED_SOCKET, a parameter for tests). */
+export function resolveSocket(args: ParsedArgs, env: Env, shared: string = SHARED_SOCKET): string {
   const explicit = flag(args, 'socket') ?? env.FUSION_SOCKET;
-  return explicit ? resolve(explicit) : dataPaths(resolveHome(args, env)).defaultSocket;
+  if (explicit) return resolve(explicit);
+  const own = dataPaths(resolveHome(args, env)).defaultSocket;
+  return !isSocket(own) && isSocket(shared) ? shared : own;
+}
+
+/** The socket a daemon listens on (never discovered: a daemon does not take over another's path). */
+export function resolveDaemonSocket(args: ParsedArgs, env: Env): string {
+  const explicit = flag(args, 'socket') ?? env.FUSION_SOCKET;
+  if (explicit) return resolve(explicit);
+  return socketGroupOf(args, env) !== undefined ? SHARED_SOCKET : dataPaths(resolveHome(args, env)).defaultSocket;
+}
+
+function socketGroupOf(args: ParsedArgs, env: Env): string | undefined {
+  const group = flag(args, 'socket-group') ?? env.FUSION_SOCKET_GROUP;
+  return group !== undefined && group.trim() !== '' ? group.trim() : undefined;
 }
 
 function csv(value: string | undefined): string[] {
@@ -48,9 +80,11 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const daemonId = env.FUSION_DAEMON_ID?.trim();
   const uid = intFrom(env.FUSION_SANDBOX_UID);
   const gid = intFrom(env.FUSION_SANDBOX_GID);
+  const socketGroup = socketGroupOf(args, env);
   return {
     home: resolveHome(args, env),
-    socketPath: resolveSocket(args, env),
+    socketPath: resolveDaemonSocket(args, env),
+    ...(socketGroup !== undefined ? { socketGroup } : {}),
     ...(sandbox ? { sandbox: sandbox as 'auto' } : {}),
     ...(logLevel ? { logLevel: logLevel as 'info' } : {}),
     ...(concurrency !== undefined ? { taskConcurrency: concurrency } : {}),
@@ -61,8 +95,10 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
     ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
     ...(daemonId ? { daemonId } : {}),
+    ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
     ...(uid !== undefined ? { sandboxUid: uid } : {}),
     ...(gid !== undefined ? { sandboxGid: gid } : {}),
+    ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),
     ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),

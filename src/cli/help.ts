@@ -10,7 +10,9 @@ import { KEYS_USAGE } from './keys-command.js';
 const MODEL_FLAGS = '[--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]';
 
 const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L] [--concurrency N]
-                [--max-queued N] [--max-queued-per-caller N] [--storage-reserve-mb N]
+                [--socket-group GROUP]   socket 0660 for GROUP: its members submit and see their own tasks
+                [--max-queued N] [--max-queued-per-caller N] [--storage-reserve-mb N] [--keep-attempt-files]
+                [--sandbox-rlimit-fallback]
                 ${MODEL_FLAGS}
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]
                 [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)

@@ -104,6 +104,7 @@ export async function sandboxExecCommand(argv: string[], env: Env, io: Io): Prom
     ...(sandboxGid === undefined ? {} : { sandboxGid }),
     ...(env.DOCKER_HOST?.startsWith('unix://') ? { dockerSocketPath: env.DOCKER_HOST.slice('unix://'.length) } : {}),
     dockerOwner: SANDBOX_EXEC_OWNER,
+    allowRlimitFallback: env.FUSION_SANDBOX_RLIMIT === '1',
   });
   const launcher = await selectLauncher(backend as 'auto' | LauncherName, factories);
 

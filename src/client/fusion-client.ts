@@ -122,11 +122,15 @@ export class FusionClient {
     yield* ndjson(this.socket, path, signal);
   }
 
-  /** True when a daemon answers its health check within 3 s. */
+  /**
+   * True when a daemon answers its health check within 3 s. A socket this user may not open
+   * throws `forbidden`: a daemon is there, and starting an embedded one would not help.
+   */
   async ping(): Promise<boolean> {
     try {
       return (await rawRequest(this.socket, 'GET', '/v1/health', undefined, 3_000)).status === 200;
-    } catch {
+    } catch (err) {
+      if (err instanceof FusionError && err.code === 'forbidden') throw err;
       return false;
     }
   }

@@ -49,6 +49,24 @@ function unavailable(endpoint: Endpoint, err: NodeJS.ErrnoException): FusionErro
   return new FusionError('daemon_unavailable', `no fusion daemon answers on ${where}${hint}`, { cause: err });
 }
 
+/**
+ * A socket this user may not open: a daemon runs there, for its user and its --socket-group
+ * only (docs/operations.md#agent-accounts). Not "no daemon": starting another would not help.
+ */
+function denied(endpoint: Endpoint, err: NodeJS.ErrnoException): FusionError | undefined {
+  if (!('socketPath' in endpoint) || (err.code !== 'EACCES' && err.code !== 'EPERM')) return undefined;
+  return new FusionError('forbidden', `permission denied opening the daemon's socket ${endpoint.socketPath}: it admits only the daemon's user and the members of its --socket-group (an admin adds you with 'usermod -aG GROUP USER'; log in again after)`, {
+    cause: err,
+    details: { socket: endpoint.socketPath },
+  });
+}
+
+/** The typed error of a failed connection, or the error itself. */
+function connectionError(endpoint: Endpoint, err: NodeJS.ErrnoException): Error {
+  if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') return unavailable(endpoint, err);
+  return denied(endpoint, err) ?? err;
+}
+
 function parseBody(text: string): unknown {
   try {
     return text === '' ? null : (JSON.parse(text) as unknown);
@@ -70,10 +88,7 @@ export function rawRequest(endpoint: Endpoint, method: string, path: string, bod
     });
     req.on('socket', guardSocket);
     req.on('timeout', () => req.destroy(new Error(`request to the daemon timed out after ${timeoutMs} ms`)));
-    req.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') reject(unavailable(endpoint, err));
-      else reject(err);
-    });
+    req.on('error', (err: NodeJS.ErrnoException) => reject(connectionError(endpoint, err)));
     if (payload) req.write(payload);
     req.end();
   });
@@ -141,8 +156,7 @@ export async function* ndjson(endpoint: Endpoint, path: string, signal?: AbortSi
   req.on('socket', guardSocket);
   req.on('error', (err: NodeJS.ErrnoException) => {
     if (err.name === 'AbortError') finish();
-    else if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') finish(unavailable(endpoint, err));
-    else finish(err);
+    else finish(connectionError(endpoint, err));
   });
   req.end();
   try {

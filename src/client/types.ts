@@ -23,6 +23,8 @@ export interface TaskView {
   updatedAt: string;
   error: { code: string; message: string; state: string } | null;
   resumeCount: number;
+  /** The uid that submitted it over the socket (SO_PEERCRED); null when not recorded. */
+  callerUid: number | null;
   usage: unknown;
 }
 

@@ -9,8 +9,10 @@ export const DaemonConfigSchema = z
   .object({
     /** Data directory: database, socket, task directories. Created 0700. */
     home: z.string().min(1),
-    /** Unix socket path; default `<home>/fusion.sock`. */
+    /** Unix socket path; default `<home>/fusion.sock` (`/run/fusion/fusion.sock` with socketGroup). */
     socketPath: z.string().min(1),
+    /** `--socket-group`: the socket is 0660 for this group (name or gid), whose members are callers (docs/security.md#socket-callers). */
+    socketGroup: z.string().min(1).max(64).optional(),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** How many tasks run at once in this process. */
     taskConcurrency: z.number().int().min(1).max(64).default(2),
@@ -19,10 +21,22 @@ export const DaemonConfigSchema = z
     maxQueuedPerCaller: z.number().int().min(0).max(100_000).default(256),
     /** Free bytes the data directory's filesystem must keep; below it submits are refused with storage_full. */
     storageReserveBytes: z.number().int().min(0).default(64 * 1024 * 1024),
+    /**
+     * Keep each attempt's unpacked files and attempt .tar in the task directory, and the task's
+     * stage checkpoints in the database, after the task tarball is sealed. Default false: once
+     * sealed, the task tarball (in the database) is the one copy (issue 16: each attempt kept
+     * once unless the admin asks).
+     */
+    keepAttemptFiles: z.boolean().default(false),
     sandbox: z.enum(SANDBOX_CHOICES).default('auto'),
     /** Unprivileged uid/gid the sandboxes run as when the daemon is root. */
     sandboxUid: z.number().int().min(1).default(65534),
     sandboxGid: z.number().int().min(1).default(65534),
+    /**
+     * The admin's opt-in to bwrap's weak rlimit mode on a host without a usable cgroup (memory is
+     * not really capped, see docs/security.md#isolation-tiers); without it such a host refuses sandboxes.
+     */
+    sandboxRlimitFallback: z.boolean().default(false),
     /** Model roster file (JSON, see README); absent → the builtin engine. */
     modelsFile: z.string().min(1).optional(),
     /** Admin model overrides (daemon or CLI flags), trusted like the models file. */

@@ -12,17 +12,19 @@
  *   (`--ro-bind-data`, so its host permissions do not matter), fresh `/proc`, minimal read-only `/dev`,
  *   a size-capped tmpfs `/tmp`, and a read-only root. No /etc, /home, /root, /work, host /tmp.
  *   The working directory is /repo.
- * - limits: see `process-limits.ts` (cgroup v2 → cgroup v1 → rlimits); wall, idle and output caps
- *   are enforced here.
+ * - limits: see `process-limits.ts` (cgroup v2 → cgroup v1; rlimits only by the admin's opt-in);
+ *   wall, idle, output and /out caps are the supervision core's (`supervise.ts`).
  *
- * Start-up handshake (fds, see FD): bwrap reads its options and the seccomp program from pipes,
- * reports the sandbox init's host pid on `--info-fd`, and holds that init on `--block-fd` until
- * it has been put in its cgroup, so no sandbox process ever runs outside the caps.
+ * Files: the options are built in `bwrap-args.ts` (pure), the runtime binds in
+ * `bwrap-runtime-binds.ts`, the start-up handshake over fds in `bwrap-handshake.ts`; this module
+ * runs bwrap and tells the supervision core how to signal it.
  *
  * Killing: SIGTERM once to every process of the sandbox (the cgroup's, else the process tree
  * under the sandbox init, re-scanned during the grace period), then after `killGraceMs` SIGKILL
- * to bwrap, the init and all of them. A kill never interrupts the handshake (see `kill`). bwrap
- * runs with `--die-with-parent`, so the sandbox also dies with the daemon.
+ * to bwrap, the init and all of them. A kill never interrupts the handshake (the core waits for
+ * `started`/`notStarted`). bwrap runs with `--die-with-parent` and the sandbox init gets the same
+ * parent-death signal from bwrap, so the whole sandbox dies with the daemon, even a SIGKILLed
+ * one: no child outlives it (test/e2e/containment/daemon-death.test.ts).
  *
  * Exit status: bwrap reports a child killed by signal N as exit code 128+N; such codes are
  * reported as reason `signaled` with the signal name, keeping the raw exit code.
@@ -30,19 +32,23 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
-import { access, lstat, open, readFile, readlink, realpath, type FileHandle } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
-import type { Duplex, Readable } from 'node:stream';
+import { access, open, readFile, type FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
-import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, type SandboxExitReason, type SandboxHandle, type SandboxLimits, type SandboxSpec } from './port.js';
-import { validateSpec } from './validate-spec.js';
-import { Tail, signalName } from './process-output.js';
-import { descendantPids, detectLimitBackend, type LimitBackend, type LimitMechanism, type LimitPreference, type SandboxCgroup } from './process-limits.js';
-import { seccompProgram } from './seccomp-bpf.js';
+import { buildBwrapArgs, bwrapArgv, type Runtime } from './bwrap-args.js';
+import { handshake, type HandshakeProgress } from './bwrap-handshake.js';
+import { mountNoexecTmp, sweepNoexecTmps, type NoexecTmp } from './bwrap-noexec-tmp.js';
+import { resolveRuntime } from './bwrap-runtime-binds.js';
+import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
+import { descendantPids } from './proc-files.js';
+import { detectLimitBackend, type LimitBackend, type LimitMechanism, type LimitPreference, type SandboxCgroup } from './process-limits.js';
+import { Tail } from './process-output.js';
 import { executableProblem, prepareHostPaths, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
+import { supervise } from './supervise.js';
+import { validateSpec } from './validate-spec.js';
+
 
 export interface BwrapLauncherOptions {
   log: Logger;
@@ -52,8 +58,10 @@ export interface BwrapLauncherOptions {
   bwrapPath?: string;
   /** The node binary whose install is made available inside (default: this process's). */
   nodePath?: string;
-  /** Memory/process cap mechanism (default `auto`: cgroup v2, cgroup v1, then rlimits). */
+  /** Memory/process cap mechanism (default `auto`: cgroup v2, then cgroup v1). */
   limits?: LimitPreference;
+  /** With `auto`: accept the weak rlimit mode when no cgroup is usable (the admin's opt-in). */
+  allowRlimitFallback?: boolean;
   /** A delegated cgroup2 directory for sandbox cgroups (systemd `Delegate=yes`). */
   cgroupParent?: string;
   prlimitPath?: string;
@@ -66,107 +74,10 @@ export interface BwrapLauncher extends Launcher {
 
 const INSTALL_HINT = 'install it with `apt-get install bubblewrap`';
 const TAIL_BYTES = 4096;
-const HANDSHAKE_TIMEOUT_MS = 30_000;
 const CHECK_TIMEOUT_MS = 15_000;
 /** During the kill grace period, how often new sandbox processes are looked for (to SIGTERM them). */
 const TERM_POLL_MS = 100;
-/**
- * Child-side fds: 3 seccomp program, 4 info (bwrap → us), 5 block (us → bwrap), 6 bwrap's options
- * (`--args`: keeps host paths and env values out of the sandbox init's /proc/1/cmdline), 7 request.
- */
-const FD = { seccomp: 3, info: 4, block: 5, args: 6, request: 7 } as const;
 const RETRYABLE_ERRNOS = new Set(['EAGAIN', 'EBUSY', 'ENOMEM', 'ENOSPC', 'EMFILE', 'ENFILE']);
-
-const NAMESPACE_FLAGS = [
-  '--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session',
-  '--cap-drop', 'ALL', '--hostname', 'sandbox',
-];
-
-interface Runtime {
-  /** Read-only binds of the runtime (node and its libraries). */
-  mountArgs: string[];
-  defaultPath: string;
-}
-
-/** Binds /usr and mirrors /bin, /lib… (symlinks on usrmerge systems, directories elsewhere). */
-async function resolveRuntime(nodePath: string): Promise<Runtime> {
-  const args = ['--ro-bind', '/usr', '/usr'];
-  const bound = ['/usr'];
-  for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
-    const path = `/${name}`;
-    try {
-      const info = await lstat(path);
-      if (info.isSymbolicLink()) args.push('--symlink', await readlink(path), path);
-      else if (info.isDirectory()) {
-        args.push('--ro-bind', path, path);
-        bound.push(path);
-      }
-    } catch {
-      // absent on this host
-    }
-  }
-  const realNode = await realpath(nodePath);
-  if (!bound.some((dir) => realNode.startsWith(`${dir}/`))) {
-    // e.g. /opt/node-v20/bin/node: bind the whole install (lib/ next to bin/) read-only. Only a
-    // recognisable install prefix is bound: for ~/bin/node the "prefix" would be a home directory.
-    const prefix = dirname(dirname(realNode));
-    const homeLike = prefix === '/' || /^\/(root|home\/[^/]+)(\/\.local)?$/.test(prefix) || homedir() === prefix;
-    if (homeLike || dirname(realNode) !== join(prefix, 'bin')) {
-      throw new FusionError('sandbox_unavailable', `the Node runtime ${realNode} is not in an install prefix that can be bound into a sandbox (it would expose ${prefix}); use a Node installed under /usr, /usr/local or /opt`);
-    }
-    args.push('--ro-bind', prefix, prefix);
-  }
-  args.push('--ro-bind-try', '/etc/ld.so.cache', '/etc/ld.so.cache');
-  const pathDirs = [dirname(nodePath), dirname(realNode), '/usr/local/bin', '/usr/bin', '/bin'];
-  return { mountArgs: args, defaultPath: [...new Set(pathDirs)].join(':') };
-}
-
-export interface BwrapArgsInput {
-  runtime: Runtime;
-  tmpfsBytes: number;
-  repoDir?: string;
-  outDir?: string;
-  codeDir?: string;
-  brokerSocketPath?: string;
-  hasRequest: boolean;
-  env: Record<string, string>;
-  command: string[];
-}
-
-export interface BwrapInvocation {
-  /** Options, fed NUL-separated on the `--args` fd. */
-  options: string[];
-  /** What follows `--` on bwrap's command line (the only part the child sees in /proc/1/cmdline). */
-  command: string[];
-}
-
-/** The bwrap options and command. Pure, for tests. */
-export function buildBwrapArgs(input: BwrapArgsInput): BwrapInvocation {
-  const args = [...NAMESPACE_FLAGS, '--seccomp', String(FD.seccomp), '--info-fd', String(FD.info), '--block-fd', String(FD.block)];
-  args.push(...input.runtime.mountArgs);
-  // /dev is a tmpfs the sandbox user owns: read-only, or it would be scratch space beyond the
-  // /tmp cap (device nodes stay usable on a read-only mount).
-  args.push('--proc', '/proc', '--dev', '/dev', '--remount-ro', '/dev');
-  args.push('--size', String(input.tmpfsBytes), '--perms', '1777', '--tmpfs', SANDBOX_PATHS.tmp);
-  if (input.repoDir !== undefined) args.push('--ro-bind', input.repoDir, SANDBOX_PATHS.repo);
-  if (input.outDir !== undefined) args.push('--bind', input.outDir, SANDBOX_PATHS.out);
-  if (input.codeDir !== undefined) args.push('--ro-bind', input.codeDir, SANDBOX_PATHS.code);
-  if (input.brokerSocketPath !== undefined) args.push('--bind', input.brokerSocketPath, SANDBOX_PATHS.brokerSocket);
-  if (input.hasRequest) args.push('--ro-bind-data', String(FD.request), SANDBOX_PATHS.request);
-  // The root tmpfs bwrap builds is writable until now: nothing may be created outside /out and /tmp.
-  args.push('--remount-ro', '/');
-  args.push('--chdir', input.repoDir !== undefined ? SANDBOX_PATHS.repo : '/');
-  args.push('--clearenv');
-  const env = { PATH: input.runtime.defaultPath, ...input.env };
-  for (const [key, value] of Object.entries(env)) args.push('--setenv', key, value);
-  return { options: args, command: input.command };
-}
-
-function bwrapArgv(bwrapPath: string, invocation: BwrapInvocation): string[] {
-  return [bwrapPath, '--args', String(FD.args), '--', ...invocation.command];
-}
-
-
 
 function isRetryable(err: unknown): boolean {
   return RETRYABLE_ERRNOS.has((err as NodeJS.ErrnoException | null)?.code ?? '');
@@ -176,54 +87,15 @@ function sanitizeName(text: string): string {
   return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
 }
 
-function signalAll(pids: number[], signal: NodeJS.Signals): void {
+function signalAll(pids: Array<number | undefined>, signal: NodeJS.Signals): void {
   for (const pid of pids) {
+    if (pid === undefined) continue;
     try {
       process.kill(pid, signal);
     } catch {
       // gone already
     }
   }
-}
-
-/** The extra pipes (fd 3 and up) Node creates as duplex sockets. */
-function pipeAt(child: ChildProcess, fd: number): Duplex | null {
-  return (child.stdio as unknown as Array<Duplex | null | undefined>)[fd] ?? null;
-}
-
-/** Reads bwrap's `--info-fd` JSON (`{"child-pid": N}`), or null if bwrap exits first. */
-function readInfo(stream: Readable, child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    let text = '';
-    const done = (pid: number | null): void => {
-      clearTimeout(timer);
-      child.off('exit', onExit);
-      resolve(pid);
-    };
-    const onExit = (): void => done(null);
-    const timer = setTimeout(() => done(null), HANDSHAKE_TIMEOUT_MS);
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => {
-      text += chunk;
-      const match = /"child-pid"\s*:\s*(\d+)/.exec(text);
-      if (match?.[1] !== undefined) done(Number(match[1]));
-    });
-    stream.on('error', () => done(null));
-    stream.on('end', () => done(null));
-    child.once('exit', onExit);
-  });
-}
-
-interface Running {
-  child: ChildProcess;
-  spec: SandboxSpec;
-  cgroup: SandboxCgroup | undefined;
-  /** Host pid of the sandbox init (bwrap's child), once `--info-fd` told us. */
-  initPid: number | undefined;
-  /** True once the init was released (`--block-fd`): the command may be running. */
-  released: boolean;
-  /** Settles when the launch handshake is over, whatever its outcome. */
-  handshakeSettled: Promise<void>;
 }
 
 export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLauncher {
@@ -235,11 +107,14 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     gid: process.getgid?.() ?? 0,
   });
   let runtimePromise: Promise<Runtime> | undefined;
+  /** Leftover /tmp mounts of killed daemons, removed once before the first launch. */
+  let sweptTmps: Promise<void> | undefined;
   let backendPromise: Promise<LimitBackend> | undefined;
   const runtime = (): Promise<Runtime> => (runtimePromise ??= resolveRuntime(nodePath));
   const backend = (): Promise<LimitBackend> =>
     (backendPromise ??= detectLimitBackend({
       preference: options.limits ?? 'auto',
+      ...(options.allowRlimitFallback === undefined ? {} : { allowRlimitFallback: options.allowRlimitFallback }),
       ...(options.cgroupParent === undefined ? {} : { cgroupParent: options.cgroupParent }),
       ...(options.prlimitPath === undefined ? {} : { prlimitPath: options.prlimitPath }),
     }).then((found) => {
@@ -263,29 +138,6 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       detached: true,
       ...(identity.dropPrivileges ? { uid: identity.uid, gid: identity.gid } : {}),
     });
-  }
-
-  /** Feeds options and seccomp program, waits for the sandbox init's pid, puts it in the cgroup, releases it. */
-  async function handshake(child: ChildProcess, invocation: BwrapInvocation, cgroup: SandboxCgroup | undefined, running?: Pick<Running, 'initPid' | 'released'>): Promise<number | null> {
-    for (const fd of [FD.seccomp, FD.block, FD.args]) {
-      // Write-only for us, but Node opens them duplex: drain the read side so 'close' can fire.
-      pipeAt(child, fd)?.on('error', () => undefined).resume();
-    }
-    const info = pipeAt(child, FD.info);
-    const seccomp = pipeAt(child, FD.seccomp);
-    const block = pipeAt(child, FD.block);
-    const options = pipeAt(child, FD.args);
-    if (info === null || seccomp === null || block === null || options === null) return null;
-    info.on('error', () => undefined);
-    options.end(Buffer.from(invocation.options.map((o) => `${o}\0`).join(''), 'utf8'));
-    seccomp.end(seccompProgram());
-    const initPid = await readInfo(info, child);
-    if (initPid === null) return null;
-    if (running !== undefined) running.initPid = initPid;
-    if (cgroup !== undefined) await cgroup.addProcess(initPid);
-    block.end('1');
-    if (running !== undefined) running.released = true;
-    return initPid;
   }
 
   async function check(): Promise<LauncherCheck> {
@@ -315,7 +167,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       child.once('error', (error) => resolve({ code: null, error }));
       child.once('close', (code) => resolve({ code }));
     });
-    const trial: Pick<Running, 'initPid' | 'released'> = { initPid: undefined, released: false };
+    const trial: HandshakeProgress = { initPid: undefined, released: false };
     const killTrial = (): void => signalAll([child.pid, trial.initPid].filter((pid): pid is number => pid !== undefined), 'SIGKILL');
     const timer = setTimeout(killTrial, CHECK_TIMEOUT_MS);
     if ((await handshake(child, invocation, undefined, trial).catch(() => null)) === null) killTrial();
@@ -331,8 +183,9 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     const base = { taskId: spec.taskId, label: spec.label };
     if (spec.signal?.aborted) throw new FusionError('cancelled', 'the launch was aborted before the sandbox started', { details: base });
     validateSpec(spec);
-    const limits: SandboxLimits = spec.limits;
+    const { limits } = spec;
     let cgroup: SandboxCgroup | undefined;
+    let tmp: NoexecTmp | undefined;
     let requestHandle: FileHandle | undefined;
     let mechanism: LimitMechanism | undefined;
     try {
@@ -356,21 +209,28 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
           throw new FusionError('launch_failed', `cannot create the sandbox cgroup: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
         });
       }
+      if (identity.dropPrivileges) {
+        sweptTmps ??= sweepNoexecTmps();
+        await sweptTmps;
+        tmp = await mountNoexecTmp(randomUUID().slice(0, 12), limits.tmpfsBytes, identity.uid, identity.gid).catch((err: unknown) => {
+          throw new FusionError('launch_failed', `cannot mount the sandbox /tmp: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
+        });
+      }
       const invocation = buildBwrapArgs({
         runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: spec.repoDir, outDir: spec.outDir,
+        ...(tmp === undefined ? {} : { tmpDir: tmp.dir }),
         ...(spec.codeDir === undefined ? {} : { codeDir: spec.codeDir }),
         ...(spec.brokerSocketPath === undefined ? {} : { brokerSocketPath: spec.brokerSocketPath }),
         hasRequest: requestHandle !== undefined, env: spec.env ?? {}, command: spec.command,
       });
       const child = spawnBwrap([...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
-      let settleHandshake = (): void => undefined;
-      const handshakeSettled = new Promise<void>((resolve) => {
-        settleHandshake = resolve;
-      });
-      const running: Running = { child, spec, cgroup, initPid: undefined, released: false, handshakeSettled };
       const ownCgroup = cgroup;
-      cgroup = undefined; // from here on the supervision's exit path removes it
-      const handle = startSupervision(running, startedAt, mechanism);
+      const ownTmp = tmp;
+      cgroup = undefined; // from here on the supervision's inspect removes them
+      tmp = undefined;
+      const progress: HandshakeProgress = { initPid: undefined, released: false };
+      const supervision = superviseBwrap(child, spec, startedAt, ownCgroup, ownTmp, progress, mechanism);
+      const handle = supervision.handle;
       const spawnError = await new Promise<Error | null>((resolve) => {
         child.once('spawn', () => resolve(null));
         child.once('error', (err) => resolve(err));
@@ -378,7 +238,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       await requestHandle?.close();
       requestHandle = undefined;
       if (spawnError !== null) {
-        settleHandshake();
+        supervision.notStarted();
+        supervision.exited({ code: null, signal: null }); // no 'close' follows when the process never existed
         await handle.exit.catch(() => undefined);
         const code = spawnError as NodeJS.ErrnoException;
         if (code.code === 'ENOENT') throw new FusionError('sandbox_unavailable', `bubblewrap is not usable: ${spawnError.message}; ${INSTALL_HINT}`, { cause: spawnError });
@@ -386,14 +247,14 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       }
       let initPid: number | null;
       try {
-        initPid = await handshake(child, invocation, ownCgroup, running);
+        initPid = await handshake(child, invocation, ownCgroup, progress);
       } catch (err) {
-        settleHandshake();
+        supervision.notStarted();
         await handle.kill('aborted');
         throw new FusionError('launch_failed', `cannot place the sandbox in its cgroup: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
       }
-      settleHandshake();
       if (initPid === null) {
+        supervision.notStarted();
         const exit = await handle.kill('aborted').then(() => handle.exit);
         if (spec.signal?.aborted) throw new FusionError('cancelled', 'the launch was aborted before the sandbox started', { details: base });
         // bwrap died before the sandbox existed; namespace exhaustion is transient, option errors are not.
@@ -402,6 +263,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
           retryable: transient, details: base,
         });
       }
+      supervision.started();
       log.info({ ...base, pid: child.pid, initPid, uid: identity.uid, gid: identity.gid, limitMechanism: mechanism,
         memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses, wallMs: limits.wallMs, idleMs: limits.idleMs,
         launchMs: Math.round(performance.now() - startedAt) }, 'sandbox launched');
@@ -409,152 +271,57 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     } catch (err) {
       await requestHandle?.close().catch(() => undefined);
       await cgroup?.destroy().catch(() => undefined);
+      await tmp?.release();
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', (err as Error).message, { retryable: isRetryable(err), cause: err });
       log.warn({ ...base, code: error.code, retryable: error.retryable, limitMechanism: mechanism, reason: untrusted(error.message, 500) }, 'sandbox launch failed');
       throw error;
     }
   }
 
-  /** Timers, caps, kill and exit bookkeeping for one running sandbox. */
-  function startSupervision(running: Running, startedAt: number, mechanism: LimitMechanism): SandboxHandle & { exit: Promise<SandboxExit> } {
-    const { child, spec } = running;
-    const limits = spec.limits;
-    const stdoutTail = new Tail(TAIL_BYTES);
-    const stderrTail = new Tail(TAIL_BYTES);
-    let stdoutBytes = 0;
-    let stderrBytes = 0;
-    let killReason: SandboxExitReason | undefined;
-    let killing: Promise<void> | undefined;
-    let graceTimer: NodeJS.Timeout | undefined;
-    let exited = false;
-    let lastActivity = performance.now();
-
+  /** The bwrap side of supervision: how to find, signal and clean up one sandbox's processes. */
+  function superviseBwrap(child: ChildProcess, spec: SandboxSpec, startedAt: number, cgroup: SandboxCgroup | undefined, tmp: NoexecTmp | undefined, progress: HandshakeProgress, mechanism: LimitMechanism) {
     const sandboxPids = async (): Promise<number[]> => {
-      if (running.cgroup !== undefined) return running.cgroup.pids();
-      return running.initPid === undefined ? [] : descendantPids(running.initPid);
+      if (cgroup !== undefined) return cgroup.pids();
+      return progress.initPid === undefined ? [] : descendantPids(progress.initPid);
     };
-
-    const kill = (reason: SandboxExitReason = 'aborted'): Promise<void> => {
-      if (exited) return Promise.resolve();
-      killReason ??= reason;
-      const hardKill = (pids: number[]): void => {
-        // The init is named explicitly: it is the one process that must die for the namespace to go.
-        signalAll([child.pid, running.initPid, ...pids].filter((pid): pid is number => pid !== undefined), 'SIGKILL');
-      };
-      killing ??= (async () => {
-        // Never kill bwrap in the middle of the handshake: between clone() and the release of its
-        // child, a dead bwrap leaves that child blocked forever (before --die-with-parent is armed).
-        await running.handshakeSettled;
-        if (!running.released) {
-          hardKill([]); // the command never started: nothing deserves a grace period
-          return;
-        }
-        // SIGTERM once to every sandbox process, including any that appear during the grace
-        // period (a kill right after the release can precede the command's own fork).
-        const termed = new Set<number>();
-        const termRound = async (): Promise<void> => {
+    // SIGTERM once to every sandbox process, including any that appear during the grace period
+    // (a kill right after the release can precede the command's own fork).
+    const termed = new Set<number>();
+    const supervision = supervise({
+      spec, log, startedAt,
+      backend: {
+        pid: () => child.pid,
+        termRepeatMs: TERM_POLL_MS,
+        terminate: async () => {
           const fresh = (await sandboxPids()).filter((pid) => !termed.has(pid));
           fresh.forEach((pid) => termed.add(pid));
           signalAll(fresh, 'SIGTERM');
-        };
-        await termRound();
-        const deadline = performance.now() + limits.killGraceMs;
-        const tick = (): void => {
-          if (exited) return;
-          const leftMs = deadline - performance.now();
-          if (leftMs <= 0) {
-            void sandboxPids().then(hardKill, () => hardKill([]));
-            return;
-          }
-          graceTimer = setTimeout(() => void termRound().finally(tick), Math.min(TERM_POLL_MS, leftMs));
-        };
-        tick();
-      })();
-      return exit.then(() => undefined);
-    };
-
-    const onData = (stream: 'stdout' | 'stderr') => (chunk: Buffer): void => {
-      lastActivity = performance.now();
-      const max = stream === 'stdout' ? limits.maxStdoutBytes : limits.maxStderrBytes;
-      const before = stream === 'stdout' ? stdoutBytes : stderrBytes;
-      const after = before + chunk.length;
-      if (stream === 'stdout') stdoutBytes = after;
-      else stderrBytes = after;
-      if (before < max) {
-        // Deliver up to the cap, never a byte beyond it.
-        const kept = after > max ? chunk.subarray(0, max - before) : chunk;
-        (stream === 'stdout' ? stdoutTail : stderrTail).push(kept);
-        (stream === 'stdout' ? spec.onStdout : spec.onStderr)?.(kept);
-      }
-      if (after > max) void kill('output_cap');
-    };
-    child.stdout?.on('data', onData('stdout'));
-    child.stderr?.on('data', onData('stderr'));
-
-    const wallTimer = setTimeout(() => void kill('wall_timeout'), limits.wallMs);
-    let idleTimer: NodeJS.Timeout;
-    const armIdle = (delayMs: number): void => {
-      idleTimer = setTimeout(() => {
-        const quietMs = performance.now() - lastActivity;
-        if (quietMs >= limits.idleMs) void kill('idle_timeout');
-        else armIdle(limits.idleMs - quietMs);
-      }, delayMs);
-    };
-    armIdle(limits.idleMs);
-    const onAbort = (): void => void kill('aborted');
-
-    const exit = new Promise<SandboxExit>((resolve) => {
-      let settled = false;
-      const finish = async (code: number | null, signal: NodeJS.Signals | null): Promise<void> => {
-        if (settled) return;
-        settled = true;
-        exited = true;
-        clearTimeout(wallTimer);
-        clearTimeout(idleTimer);
-        clearTimeout(graceTimer);
-        spec.signal?.removeEventListener('abort', onAbort);
-        let signalOut: string | null = signal;
-        if (signal === null && code !== null && code > 128 && code - 128 < 65) signalOut = signalName(code - 128);
-        const reason: SandboxExitReason = killReason ?? (signalOut !== null ? 'signaled' : 'exited');
-        const stats = await running.cgroup?.stats().catch(() => undefined);
-        await running.cgroup?.destroy().catch((err: Error) => log.warn({ taskId: spec.taskId, label: spec.label, reason: err.message }, 'sandbox cgroup cleanup failed'));
-        const result: SandboxExit = {
-          reason, exitCode: code, signal: signalOut, durationMs: Math.round(performance.now() - startedAt),
-          stdoutBytes, stderrBytes, stdoutTail: stdoutTail.toString(), stderrTail: stderrTail.toString(),
-        };
-        log.info({ taskId: spec.taskId, label: spec.label, pid: child.pid, reason, exitCode: code, signal: signalOut,
-          durationMs: result.durationMs, stdoutBytes, stderrBytes, limitMechanism: mechanism,
-          oomKills: stats?.oomKills, pidsLimitHits: stats?.pidsLimitHits, memoryPeakBytes: stats?.memoryPeakBytes,
-          stderrTail: untrusted(result.stderrTail, 300) }, 'sandbox exited');
-        resolve(result);
-      };
-      child.once('close', (code, signal) => void finish(code, signal));
-      child.once('exit', () => {
-        // Every sandbox process is gone with bwrap (--die-with-parent); if a pipe still has not
-        // closed after a moment, stop waiting for it.
-        setTimeout(() => {
-          for (const stream of child.stdio) (stream as Readable | null)?.destroy();
-        }, 2_000).unref();
-      });
-      child.once('error', () => {
-        // Spawn failure: no 'close' follows when the process never existed.
-        if (child.pid === undefined) void finish(null, null);
-      });
+        },
+        hardKill: async () => {
+          // bwrap and the init are named explicitly: the init is the one process that must die for
+          // the namespace to go, and before the release it is in no cgroup yet.
+          const pids = await sandboxPids().catch(() => []);
+          signalAll([child.pid, progress.initPid, ...pids], 'SIGKILL');
+        },
+        inspect: async () => {
+          const stats = await cgroup?.stats().catch(() => undefined);
+          await cgroup?.destroy().catch((err: Error) => log.warn({ taskId: spec.taskId, label: spec.label, reason: err.message }, 'sandbox cgroup cleanup failed'));
+          await tmp?.release();
+          return { limitMechanism: mechanism, oomKills: stats?.oomKills, pidsLimitHits: stats?.pidsLimitHits, memoryPeakBytes: stats?.memoryPeakBytes };
+        },
+      },
     });
-
-    spec.signal?.addEventListener('abort', onAbort, { once: true });
-    if (spec.signal?.aborted) onAbort(); // aborted while the launch was being prepared
-
-    return {
-      get pid() {
-        return child.pid;
-      },
-      exit,
-      markActivity: () => {
-        lastActivity = performance.now();
-      },
-      kill,
-    };
+    child.stdout?.on('data', (chunk: Buffer) => supervision.output('stdout', chunk));
+    child.stderr?.on('data', (chunk: Buffer) => supervision.output('stderr', chunk));
+    child.once('close', (code, signal) => supervision.exited({ code, signal }));
+    child.once('exit', () => {
+      // Every sandbox process is gone with bwrap (--die-with-parent); if a pipe still has not
+      // closed after a moment, stop waiting for it.
+      setTimeout(() => {
+        for (const stream of child.stdio) (stream as Readable | null)?.destroy();
+      }, 2_000).unref();
+    });
+    return supervision;
   }
 
   return {

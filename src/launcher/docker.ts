@@ -2,7 +2,7 @@
  * The Docker `Launcher` (runc): one hardened, throw-away container per attempt. The only module
  * that imports dockerode; nothing above it sees a dockerode error.
  *
- * What the child gets (see `containerConfig`): the child image (Node + the built sandbox/ code,
+ * What the child gets (see `containerConfig` in `docker-config.ts`): the child image (Node + the built sandbox/ code,
  * `Dockerfile.child`), no network at all (`NetworkMode: none`: only `lo`), a read-only root, no
  * capabilities, no_new_privs, the project's seccomp profile (`docker-seccomp.ts`, generated from
  * the bwrap filter's policy), an unprivileged uid (65534 when the daemon is root, else the
@@ -18,55 +18,33 @@
  * inside that directory on the host.
  *
  * Lifecycle: create → attach (before start, so no output is lost) → start → wait → inspect →
- * remove. Wall and idle timeouts, output caps and `kill()` send SIGTERM (docker-init forwards
- * it), then SIGKILL after `killGraceMs`. Containers carry labels (owner, task id, attempt) so a
+ * remove. Wall and idle timeouts, output and /out caps and `kill()` are the supervision core's
+ * (`supervise.ts`); here a kill is SIGTERM to the container (docker-init forwards it), and SIGKILL
+ * after `killGraceMs`. Containers carry labels (owner, task id, attempt) so a
  * restarted daemon can reap the ones nobody owns (`reapOrphans`).
  */
-import { randomUUID } from 'node:crypto';
 import { chmod, chown, copyFile, mkdtemp, rm, stat } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
+import { CHILD_IMAGE, CHILD_IMAGE_LABEL, containerConfig, LABELS } from './docker-config.js';
+import { deadlineKeeper, KEEPER_SLACK_MS } from './docker-deadline-keeper.js';
+import { demux, engineMessage, isTransient, withTimeout, type EngineError } from './docker-engine.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
-import { SANDBOX_PATHS, type Launcher, type LauncherCheck, type SandboxExit, type SandboxExitReason, type SandboxHandle, type SandboxSpec } from './port.js';
-import { validateSpec } from './validate-spec.js';
-import { Tail, signalName } from './process-output.js';
+import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
+import { supervise } from './supervise.js';
+import { validateSpec } from './validate-spec.js';
+
 
 export const DEFAULT_DOCKER_SOCKET = '/var/run/docker.sock';
-export const CHILD_IMAGE_LABEL = 'org.fusion.child';
-export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt' } as const;
-const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
-const TAIL_BYTES = 4096;
 const CHECK_TIMEOUT_MS = 1_000;
 const ENGINE_CALL_TIMEOUT_MS = 30_000;
 const ENGINE_HINT = 'start dockerd (`systemctl start docker`, or `make system-deps-docker` as root) / apt-get install docker.io';
-const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAGAIN', 'ENOENT', 'EMFILE', 'ENFILE', 'ABORT_ERR']);
-
-/** The package version, read from the nearest package.json above this module (src/ or dist/src/). */
-function packageVersion(): string {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'fusion-supervisor' && pkg.version) return pkg.version;
-    } catch {
-      // not here
-    }
-    if (dir === dirname(dir)) return '0.0.0';
-  }
-}
-
-/** `fusion-child:<package version>`, what `make image` builds. */
-export function childImage(version: string = packageVersion()): string {
-  return `fusion-child:${version}`;
-}
-export const CHILD_IMAGE = childImage();
 
 export interface DockerLauncherOptions {
   log: Logger;
@@ -91,128 +69,6 @@ export interface DockerLauncher extends Launcher {
   readonly image: string;
   /** Removes this owner's labelled containers that no live task owns; returns their ids. */
   reapOrphans(liveTaskIds: Set<string>): Promise<string[]>;
-}
-
-/** A bind mount (the dockerode types lack `NonRecursive`, API 1.40+). */
-interface BindMount extends Docker.MountSettings {
-  BindOptions: { Propagation: 'rprivate'; NonRecursive?: boolean };
-}
-
-interface ContainerInput {
-  spec: SandboxSpec;
-  image: string;
-  identity: SandboxIdentity;
-  nanoCpus: number;
-  owner: string;
-  requestCopy?: string;
-  seccompOpt: string;
-}
-
-/** The complete create options of one sandbox container. Pure, for tests. */
-export function containerConfig(input: ContainerInput): Docker.ContainerCreateOptions {
-  const { spec, identity } = input;
-  const { limits } = spec;
-  const bind = (source: string, target: string, readOnly: boolean): BindMount => ({
-    Type: 'bind', Source: source, Target: target, ReadOnly: readOnly,
-    // Non-recursive: a mount below the repository never shows up (20.10 cannot make it read-only).
-    BindOptions: { Propagation: 'rprivate', ...(readOnly ? { NonRecursive: true } : {}) },
-  });
-  const mounts: BindMount[] = [bind(spec.repoDir, SANDBOX_PATHS.repo, true), bind(spec.outDir, SANDBOX_PATHS.out, false)];
-  if (spec.codeDir !== undefined) mounts.push(bind(spec.codeDir, SANDBOX_PATHS.code, true));
-  if (spec.brokerSocketPath !== undefined) mounts.push(bind(spec.brokerSocketPath, SANDBOX_PATHS.brokerSocket, true));
-  if (input.requestCopy !== undefined) mounts.push(bind(input.requestCopy, SANDBOX_PATHS.request, true));
-  const env = { PATH: DEFAULT_PATH, ...spec.env };
-  const hostConfig: Docker.HostConfig & { CgroupnsMode: string } = {
-    NetworkMode: 'none',
-    ReadonlyRootfs: true,
-    CapDrop: ['ALL'],
-    SecurityOpt: ['no-new-privileges:true', input.seccompOpt],
-    PidsLimit: limits.maxProcesses,
-    Memory: limits.memoryBytes,
-    MemorySwap: limits.memoryBytes,
-    // Under host memory pressure the children die first, never the daemon.
-    OomScoreAdj: 1000,
-    NanoCpus: input.nanoCpus,
-    Tmpfs: {
-      [SANDBOX_PATHS.tmp]: `rw,nosuid,nodev,noexec,size=${limits.tmpfsBytes},mode=1777`,
-      // Docker's writable mqueue mount would be a third writable place; hide it.
-      '/dev/mqueue': 'ro,nosuid,nodev,noexec,size=4k',
-    },
-    Init: true,
-    // A private IPC namespace without the writable /dev/shm tmpfs ('private' would mount one).
-    IpcMode: 'none',
-    PidMode: '',
-    CgroupnsMode: 'private',
-    Privileged: false,
-    Mounts: mounts,
-    Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }],
-    // Output is streamed through attach; nothing is kept on the engine's disk.
-    LogConfig: { Type: 'none', Config: {} },
-    AutoRemove: false,
-    RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
-  };
-  return {
-    name: `fusion-${sanitize(spec.taskId)}-${sanitize(spec.label)}-${randomUUID().slice(0, 8)}`,
-    Image: input.image,
-    Cmd: spec.command,
-    Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-    User: `${identity.uid}:${identity.gid}`,
-    WorkingDir: SANDBOX_PATHS.repo,
-    Hostname: 'sandbox',
-    NetworkDisabled: true,
-    AttachStdin: false, AttachStdout: true, AttachStderr: true, OpenStdin: false, Tty: false,
-    StopSignal: 'SIGTERM',
-    Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: input.owner, [LABELS.taskId]: spec.taskId, [LABELS.attempt]: spec.label },
-    HostConfig: hostConfig,
-  };
-}
-
-function sanitize(text: string): string {
-  return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
-}
-
-
-
-/** Splits Docker's multiplexed attach stream (8-byte header: stream id, 3 zero bytes, u32 BE size). */
-function demux(stream: Readable, onFrame: (kind: 'stdout' | 'stderr', payload: Buffer) => void): void {
-  let pending: Buffer = Buffer.alloc(0);
-  stream.on('data', (chunk: Buffer) => {
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-    while (pending.length >= 8) {
-      const size = pending.readUInt32BE(4);
-      if (pending.length < 8 + size) break;
-      const kind = pending[0] === 2 ? 'stderr' : 'stdout';
-      onFrame(kind, pending.subarray(8, 8 + size));
-      pending = pending.subarray(8 + size);
-    }
-  });
-}
-
-interface EngineError {
-  statusCode?: number;
-  code?: string;
-  message?: string;
-  json?: { message?: string } | null;
-}
-
-function engineMessage(err: unknown): string {
-  const e = (err ?? {}) as EngineError;
-  return e.json?.message ?? e.message ?? String(err);
-}
-
-function isTransient(err: unknown): boolean {
-  const e = (err ?? {}) as EngineError;
-  if (e.code !== undefined && TRANSIENT_CODES.has(e.code)) return true;
-  if (e.statusCode === 503) return true;
-  return e.statusCode === 500 && /resource temporarily unavailable|too many open files|no space left|timeout|connection reset/i.test(engineMessage(err));
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error(`${what} did not answer within ${ms} ms`), { code: 'ETIMEDOUT' })), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function launchError(message: string, details: Record<string, unknown>, cause?: unknown): FusionError {
@@ -245,6 +101,7 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promi
   }
 }
 
+
 export function createDockerLauncher(options: DockerLauncherOptions): DockerLauncher {
   const log = options.log.child({ component: 'launcher', launcher: 'docker' });
   const socketPath = options.socketPath ?? DEFAULT_DOCKER_SOCKET;
@@ -255,6 +112,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   const identity = resolveSandboxIdentity(options, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
   const arch = hostSeccompArch();
   const seccompOpt = arch === null ? null : dockerSeccompSecurityOpt(arch);
+  const keeper = deadlineKeeper(socketPath);
   /** Container ids this launcher runs right now (never reaped). */
   const live = new Set<string>();
 
@@ -311,6 +169,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     let scratch: string | undefined;
     let container: Docker.Container | undefined;
     let supervised = false;
+    let containerPid: number | undefined;
     try {
       if (seccompOpt === null) throw new FusionError('sandbox_unavailable', `no seccomp policy for architecture ${process.arch}`);
       await preparePaths(spec, identity);
@@ -336,16 +195,29 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       }
       live.add(container.id);
       const stream = (await container.attach({ stream: true, stdout: true, stderr: true })) as unknown as Readable;
-      const handle = supervise(container, stream, spec, startedAt, scratch);
+      const supervision = superviseContainer(container, stream, spec, startedAt, scratch, () => containerPid);
+      const handle = supervision.handle;
       // From here on the supervision's exit path removes the container and the scratch copy.
       supervised = true;
       try {
         await container.start();
       } catch (err) {
-        await handle.abandon();
+        supervision.notStarted();
+        supervision.exited({ code: null, signal: null });
+        await handle.exit;
         throw launchError(`cannot start the sandbox container: ${untrusted(engineMessage(err), 500)}`, base, err);
       }
-      handle.started();
+      supervision.started();
+      // The wall clock without the daemon: removed by the keeper if this process dies first.
+      keeper.watch(container.id, Date.now() + spec.limits.wallMs + spec.limits.killGraceMs + KEEPER_SLACK_MS);
+      // Diagnostics only: the host pid of the container's init.
+      void container.inspect().then((i) => {
+        containerPid = i.State.Pid || undefined;
+      }, () => undefined);
+      container.wait().then(
+        (r: { StatusCode?: number }) => supervision.exited({ code: typeof r.StatusCode === 'number' ? r.StatusCode : null, signal: null }),
+        () => supervision.exited({ code: null, signal: null }),
+      );
       log.info({ ...base, containerId: container.id.slice(0, 12), image, uid: identity.uid, gid: identity.gid,
         memoryBytes: spec.limits.memoryBytes, maxProcesses: spec.limits.maxProcesses, wallMs: spec.limits.wallMs, idleMs: spec.limits.idleMs,
         launchMs: Math.round(performance.now() - startedAt) }, 'sandbox launched');
@@ -364,131 +236,47 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     }
   }
 
-  /** Streams, timers, caps, kill, and the exit bookkeeping (inspect, remove) of one container. */
-  function supervise(container: Docker.Container, stream: Readable, spec: SandboxSpec, startedAt: number, scratch: string | undefined): SandboxHandle & { started(): void; abandon(): Promise<void> } {
-    const { limits } = spec;
-    const tails = { stdout: new Tail(TAIL_BYTES), stderr: new Tail(TAIL_BYTES) };
-    const bytes = { stdout: 0, stderr: 0 };
-    let pid: number | undefined;
-    let killReason: SandboxExitReason | undefined;
-    let killing = false;
-    let graceTimer: NodeJS.Timeout | undefined;
-    let wallTimer: NodeJS.Timeout | undefined;
-    let idleTimer: NodeJS.Timeout | undefined;
-    let exited = false;
+  /** The Docker side of supervision: signals through the engine, and inspect + remove after the exit. */
+  function superviseContainer(container: Docker.Container, stream: Readable, spec: SandboxSpec, startedAt: number, scratch: string | undefined, pid: () => number | undefined) {
     let running = false;
-    let lastActivity = performance.now();
-    let resolveExit: (exit: SandboxExit) => void = () => undefined;
-    const exit = new Promise<SandboxExit>((resolve) => {
-      resolveExit = resolve;
-    });
-
     const signal = (name: 'SIGTERM' | 'SIGKILL'): Promise<void> => container.kill({ signal: name }).then(() => undefined, () => undefined);
-    const terminate = (): void => {
-      void signal('SIGTERM');
-      graceTimer = setTimeout(() => void signal('SIGKILL'), limits.killGraceMs);
-    };
-    const kill = (reason: SandboxExitReason = 'aborted'): Promise<void> => {
-      if (exited) return Promise.resolve();
-      killReason ??= reason;
-      if (!killing) {
-        killing = true;
-        // Before start() has returned (output can arrive first), signalling or removing would race
-        // the engine's start; started() terminates at once instead, abandon() removes.
-        if (running) terminate();
-      }
-      return exit.then(() => undefined);
-    };
-
-    const onFrame = (kind: 'stdout' | 'stderr', chunk: Buffer): void => {
-      lastActivity = performance.now();
-      const max = kind === 'stdout' ? limits.maxStdoutBytes : limits.maxStderrBytes;
-      const before = bytes[kind];
-      bytes[kind] = before + chunk.length;
-      // Over the cap (also when an earlier chunk ended exactly on it): deliver nothing more, stop it.
-      if (before >= max) {
-        void kill('output_cap');
-        return;
-      }
-      const kept = bytes[kind] > max ? chunk.subarray(0, max - before) : chunk;
-      tails[kind].push(kept);
-      (kind === 'stdout' ? spec.onStdout : spec.onStderr)?.(kept);
-      if (bytes[kind] > max) void kill('output_cap');
-    };
-    demux(stream, onFrame);
     const streamEnded = new Promise<void>((resolve) => {
       stream.once('end', resolve);
       stream.once('close', resolve);
       stream.once('error', () => resolve());
     });
-    const onAbort = (): void => void kill('aborted');
-
-    async function finish(statusCode: number | null): Promise<void> {
-      if (exited) return;
-      exited = true;
-      clearTimeout(wallTimer);
-      clearTimeout(idleTimer);
-      spec.signal?.removeEventListener('abort', onAbort);
-      let oomKilled: boolean | undefined;
-      if (running) {
-        // The attach stream ends when the container's stdio closes; give it a moment to drain.
-        await Promise.race([streamEnded, new Promise((r) => setTimeout(r, 2_000).unref())]);
-        const state = await withTimeout(container.inspect(), ENGINE_CALL_TIMEOUT_MS, 'container inspect').then((i) => i.State, () => undefined);
-        oomKilled = state?.OOMKilled;
-      }
-      clearTimeout(graceTimer);
-      stream.destroy();
-      // Bounded: an engine that hangs must not keep the exit (and the task) waiting forever.
-      await withTimeout(container.remove({ force: true }), ENGINE_CALL_TIMEOUT_MS, 'container remove').catch((err: unknown) => {
-        if ((err as EngineError).statusCode !== 404) log.warn({ taskId: spec.taskId, label: spec.label, reason: untrusted(engineMessage(err), 300) }, 'sandbox container removal failed');
-      });
-      live.delete(container.id);
-      if (scratch !== undefined) await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
-      const signalOut = statusCode !== null && statusCode > 128 && statusCode - 128 < 65 ? signalName(statusCode - 128) : null;
-      const reason: SandboxExitReason = killReason ?? (signalOut !== null ? 'signaled' : 'exited');
-      const result: SandboxExit = {
-        reason, exitCode: statusCode, signal: signalOut, durationMs: Math.round(performance.now() - startedAt),
-        stdoutBytes: bytes.stdout, stderrBytes: bytes.stderr, stdoutTail: tails.stdout.toString(), stderrTail: tails.stderr.toString(),
-      };
-      log.info({ taskId: spec.taskId, label: spec.label, containerId: container.id.slice(0, 12), pid, reason, exitCode: statusCode, signal: signalOut,
-        durationMs: result.durationMs, stdoutBytes: bytes.stdout, stderrBytes: bytes.stderr, oomKilled,
-        stderrTail: untrusted(result.stderrTail, 300) }, 'sandbox exited');
-      resolveExit(result);
-    }
-
-    const armIdle = (delayMs: number): void => {
-      idleTimer = setTimeout(() => {
-        const quietMs = performance.now() - lastActivity;
-        if (quietMs >= limits.idleMs) void kill('idle_timeout');
-        else armIdle(limits.idleMs - quietMs);
-      }, delayMs);
-    };
-
+    const supervision = supervise({
+      spec, log, startedAt,
+      backend: {
+        pid,
+        terminate: () => signal('SIGTERM'),
+        hardKill: () => signal('SIGKILL'),
+        inspect: async () => {
+          let oomKilled: boolean | undefined;
+          if (running) {
+            // The attach stream ends when the container's stdio closes; give it a moment to drain.
+            await Promise.race([streamEnded, new Promise((r) => setTimeout(r, 2_000).unref())]);
+            const state = await withTimeout(container.inspect(), ENGINE_CALL_TIMEOUT_MS, 'container inspect').then((i) => i.State, () => undefined);
+            oomKilled = state?.OOMKilled;
+          }
+          stream.destroy();
+          // Bounded: an engine that hangs must not keep the exit (and the task) waiting forever.
+          await withTimeout(container.remove({ force: true }), ENGINE_CALL_TIMEOUT_MS, 'container remove').catch((err: unknown) => {
+            if ((err as EngineError).statusCode !== 404) log.warn({ taskId: spec.taskId, label: spec.label, reason: untrusted(engineMessage(err), 300) }, 'sandbox container removal failed');
+          });
+          live.delete(container.id);
+          keeper.release(container.id);
+          if (scratch !== undefined) await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
+          return { containerId: container.id.slice(0, 12), oomKilled };
+        },
+      },
+    });
+    demux(stream, (kind, chunk) => supervision.output(kind, chunk));
     return {
-      get pid() {
-        return pid;
-      },
-      exit,
-      markActivity: () => {
-        lastActivity = performance.now();
-      },
-      kill,
-      abandon: () => finish(null),
-      started() {
+      ...supervision,
+      started: (): void => {
         running = true;
-        if (killing) terminate();
-        wallTimer = setTimeout(() => void kill('wall_timeout'), limits.wallMs);
-        armIdle(limits.idleMs);
-        spec.signal?.addEventListener('abort', onAbort, { once: true });
-        if (spec.signal?.aborted) void kill('aborted');
-        // Diagnostics only: the host pid of the container's init.
-        void container.inspect().then((i) => {
-          pid = i.State.Pid || undefined;
-        }, () => undefined);
-        container.wait().then(
-          (r: { StatusCode?: number }) => finish(typeof r.StatusCode === 'number' ? r.StatusCode : null),
-          () => finish(null),
-        );
+        supervision.started();
       },
     };
   }

@@ -17,6 +17,8 @@ export interface LauncherFactoryOptions {
   dockerSocketPath?: string;
   /** Label separating this process's containers from other daemons' (orphan reaping). */
   dockerOwner?: string;
+  /** bwrap: accept the weak rlimit mode when no cgroup is usable (config sandboxRlimitFallback). */
+  allowRlimitFallback?: boolean;
 }
 
 /** The launcher factories of the daemon and of `fusion sandbox exec`: one construction for both. */
@@ -26,7 +28,7 @@ export function createLauncherFactories(options: LauncherFactoryOptions): Launch
     ...(options.sandboxGid === undefined ? {} : { sandboxGid: options.sandboxGid }),
   };
   return {
-    bwrap: () => createBwrapLauncher({ log: options.log, ...ids }),
+    bwrap: () => createBwrapLauncher({ log: options.log, ...ids, ...(options.allowRlimitFallback === undefined ? {} : { allowRlimitFallback: options.allowRlimitFallback }) }),
     docker: () =>
       createDockerLauncher({
         log: options.log,

@@ -1,6 +1,6 @@
 /**
  * The `Launcher` port: the host side of isolation. One implementation per backend
- * (`bwrap.ts`, later `docker.ts`); the workflow only sees this interface.
+ * (`bwrap.ts`, `docker.ts`), both supervised by `supervise.ts`; the workflow only sees this interface.
  *
  * Paths inside every sandbox are fixed so the child code never needs configuration:
  *   /repo                      the repository, read-only
@@ -33,6 +33,10 @@ export interface SandboxLimits {
   tmpfsBytes: number;
   /** SIGTERM first, then SIGKILL after this grace. */
   killGraceMs: number;
+  /** Entries (at any depth) /out may hold while the sandbox runs (default `MAX_OUT_FILES`). */
+  maxOutFiles?: number;
+  /** Bytes (over the whole tree) /out may hold while the sandbox runs (default `MAX_OUT_BYTES`). */
+  maxOutBytes?: number;
 }
 
 export interface SandboxSpec {
@@ -72,6 +76,8 @@ export interface SandboxExit {
   /** Last few KiB of each stream, for error messages (untrusted text). */
   stdoutTail: string;
   stderrTail: string;
+  /** Set when the sandbox was stopped because /out held more than its caps (reason `output_cap`). */
+  outDirOverflow?: string;
 }
 
 export interface SandboxHandle {

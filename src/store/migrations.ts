@@ -320,6 +320,21 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 5,
+    name: 'task-caller',
+    // The uid of the socket caller that submitted the task (SO_PEERCRED), which alone (with root
+    // and the daemon's uid) may see it. NULL for tasks from before callers were recorded: those
+    // are visible to root and the daemon's uid only. The index serves `fusion tasks` per caller.
+    sqlite: `
+      ALTER TABLE tasks ADD COLUMN caller_uid INTEGER CHECK (caller_uid IS NULL OR caller_uid >= 0);
+      CREATE INDEX tasks_caller_created ON tasks(caller_uid, created_at);
+    `,
+    postgres: `
+      ALTER TABLE tasks ADD COLUMN caller_uid INTEGER CHECK (caller_uid IS NULL OR caller_uid >= 0);
+      CREATE INDEX tasks_caller_created ON tasks(caller_uid, created_at);
+    `,
+  },
+  {
+    version: 6,
     name: 'cluster',
     // Cluster mode (PostgreSQL shared by several daemons): the answer's bytes live in the result
     // row, so any daemon serves a result without the writer's disk. SQLite gets the same column

@@ -156,6 +156,11 @@ export class PgDb implements SqlDb {
     return this.track(this.inTransaction(null, fn));
   }
 
+  /** PostgreSQL commits concurrent transactions on their own connections: nothing to group. */
+  groupTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.transaction(fn);
+  }
+
   migrationTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return this.track(this.inTransaction(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`, fn));
   }

@@ -34,6 +34,8 @@ export interface TaskRecord {
   usageDelivered: boolean;
   /** How many times restart recovery resumed this task. */
   resumeCount: number;
+  /** The socket caller's uid (SO_PEERCRED) that submitted it; null when unknown (older tasks). */
+  callerUid: number | null;
 }
 
 export interface NewTask {
@@ -44,6 +46,8 @@ export interface NewTask {
   canonicalInputSha256: string;
   budgetPlan: string;
   options: string;
+  /** The submitting caller's uid (SO_PEERCRED); null when unknown. */
+  callerUid: number | null;
 }
 
 export type TaskEventKind = 'transition' | 'progress' | 'terminal';
@@ -115,6 +119,8 @@ export interface TaskTarballRecord {
 export interface ListTasksQuery {
   state?: TaskState;
   limit?: number;
+  /** Only the tasks this caller submitted. */
+  callerUid?: number;
 }
 
 export interface Store {
@@ -144,6 +150,12 @@ export interface Store {
   /** Stage checkpoints (candidate answers, anonymisation map, evaluation), keyed per task. */
   saveCheckpoint(taskId: string, key: string, value: string): Promise<void>;
   getCheckpoint(taskId: string, key: string): Promise<string | null>;
+  /**
+   * Drops a task's checkpoints once its sealed tarball holds them (issue 16: kept once). Only
+   * for a task that has a tarball (a no-op otherwise: resume still needs them); returns how many
+   * were dropped. (Port addition: an adapter may implement it as that one guarded DELETE.)
+   */
+  dropSealedCheckpoints(taskId: string): Promise<number>;
 
   startAttempt(taskId: string, stage: string): Promise<AttemptRecord>;
   finishAttempt(

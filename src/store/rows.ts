@@ -25,6 +25,7 @@ export interface TaskRow {
   usage: string | null;
   usage_delivered: number;
   resume_count: number;
+  caller_uid: number | null;
 }
 
 export interface EventRow {
@@ -60,7 +61,7 @@ export interface ResultRow {
 
 export const TASK_COLUMNS =
   'id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options, created_at, ' +
-  'updated_at, error_code, error_message, error_state, usage, usage_delivered, resume_count';
+  'updated_at, error_code, error_message, error_state, usage, usage_delivered, resume_count, caller_uid';
 
 function corrupt(what: string, details: Record<string, unknown>): FusionError {
   return new FusionError('store_error', `store holds an invalid ${what}`, { retryable: false, details });
@@ -95,6 +96,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     usage: row.usage,
     usageDelivered: row.usage_delivered === 1,
     resumeCount: row.resume_count,
+    callerUid: row.caller_uid,
   };
 }
 

@@ -39,6 +39,12 @@ export interface SqlDb extends SqlExecutor {
    * migrations (SQLite's BEGIN IMMEDIATE write lock; a PostgreSQL advisory lock).
    */
   migrationTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /**
+   * A transaction that may share its commit with concurrent callers (SQLite's group commit: one
+   * fsync for every caller queued behind an in-flight commit, each in its own savepoint). An
+   * engine whose commits do not serialise (PostgreSQL) runs it as a plain transaction.
+   */
+  groupTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 

@@ -48,6 +48,8 @@ function constraintKind(code: unknown, message: string): ConstraintKind | undefi
 export class SqliteDb implements SqlDb {
   readonly engine = 'sqlite' as const;
   private tail: Promise<unknown> = Promise.resolve();
+  /** The group-commit batch queued but not started yet (joined by later callers). */
+  private pendingGroup: GroupMember[] | undefined;
   private closing = false;
   private closed = false;
   private readonly raw: SqlExecutor;
@@ -143,6 +145,80 @@ export class SqliteDb implements SqlDb {
   }
 
   /**
+   * Group commit: like `transaction`, but every `groupTransaction` call that arrives while an
+   * earlier commit is in flight (queued behind it) shares one BEGIN IMMEDIATE … COMMIT, hence one
+   * fsync. Each `fn` runs in its own SAVEPOINT, so a throw rolls back only that caller's rows and
+   * rejects only that caller; the others resolve once the shared COMMIT is durable. If the
+   * COMMIT fails (or sqlite abandoned the transaction, e.g. on SQLITE_FULL), every caller of the
+   * group is rejected: none of their rows were committed. `fn` must be short and must use only
+   * the executor it is given (it runs between other callers' statements in the same transaction).
+   */
+  groupTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const member: GroupMember = { fn: fn as GroupMember['fn'], resolve: resolve as GroupMember['resolve'], reject };
+      if (this.pendingGroup !== undefined && this.pendingGroup.length < MAX_GROUP) {
+        this.pendingGroup.push(member);
+        return;
+      }
+      const group: GroupMember[] = [member];
+      this.pendingGroup = group;
+      this.exclusive(() => {
+        // Later arrivals form the next group, queued behind this commit.
+        if (this.pendingGroup === group) this.pendingGroup = undefined;
+        return this.runGroup(group);
+      }).catch((err: unknown) => {
+        // Never started (the store closed): later callers must not join a group that will not run.
+        if (this.pendingGroup === group) this.pendingGroup = undefined;
+        for (const m of group) m.reject(err);
+      });
+    });
+  }
+
+  private async runGroup(group: readonly GroupMember[]): Promise<void> {
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
+    await this.raw.exec('BEGIN IMMEDIATE');
+    try {
+      for (const m of group) {
+        let active = true;
+        const check = (): void => {
+          if (!active) throw new FusionError('store_error', 'transaction already finished');
+        };
+        const tx: SqlExecutor = {
+          run: async (sql, params) => { check(); return this.raw.run(sql, params); },
+          get: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.get<R>(sql, params); },
+          all: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.all<R>(sql, params); },
+          exec: async (sql) => { check(); return this.raw.exec(sql); },
+        };
+        await this.raw.exec('SAVEPOINT group_member');
+        try {
+          const value = await m.fn(tx);
+          active = false;
+          await this.raw.exec('RELEASE group_member');
+          outcomes.push({ ok: true, value });
+        } catch (err) {
+          active = false;
+          // A failing ROLLBACK TO means sqlite abandoned the whole transaction: the group fails.
+          await this.raw.exec('ROLLBACK TO group_member');
+          await this.raw.exec('RELEASE group_member');
+          outcomes.push({ ok: false, err });
+        }
+      }
+      await this.raw.exec('COMMIT');
+    } catch (err) {
+      await this.raw.exec('ROLLBACK').catch((rollbackErr: unknown) => {
+        this.log.warn({ err: rollbackErr }, 'sqlite rollback failed');
+      });
+      throw err;
+    }
+    // Durable now: each member learns its own outcome.
+    group.forEach((m, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) m.resolve(o.value);
+      else m.reject(o.err);
+    });
+  }
+
+  /**
    * Online backup into `file` (which must not exist yet) through sqlite's backup API: a
    * consistent copy while the daemon keeps writing. Queued like any statement, so it never
    * starts inside an open transaction of ours.
@@ -235,6 +311,16 @@ export class SqliteDb implements SqlDb {
     });
   }
 }
+
+/** One caller of a group commit. */
+interface GroupMember {
+  fn: (tx: SqlExecutor) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+/** Bound on one group's size, so one commit (and its callers' wait) stays short. */
+const MAX_GROUP = 256;
 
 interface SqliteBackup {
   readonly completed: boolean;

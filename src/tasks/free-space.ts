@@ -26,6 +26,21 @@ export function assertFreeSpace(dir: string, reserveBytes: number): void {
   }
 }
 
+/**
+ * `assertFreeSpace` for the submit path, reading the filesystem at most once per `maxAgeMs`:
+ * under a flood one statfs serves many submits (O(1) per submit). A reading below the reserve is
+ * not cached, so space freed by an admin is seen at the next submit; a write that still meets a
+ * full disk in between is mapped to storage_full by the store path.
+ */
+export function cachedFreeSpaceCheck(dir: string, reserveBytes: number, maxAgeMs = 250, clock: () => number = Date.now): () => void {
+  let okUntil = -Infinity;
+  return () => {
+    if (clock() < okUntil) return;
+    assertFreeSpace(dir, reserveBytes);
+    okUntil = clock() + maxAgeMs;
+  };
+}
+
 export function freeBytesOrUndefined(dir: string): number | undefined {
   try {
     return freeBytes(dir);

@@ -2,8 +2,8 @@
  * bg_result (docs/behaviour.md#f3): never blocks, verifies before delivering, never truncates.
  *
  * A committed result is delivered only after the answer file and the metadata recompute to the
- * digests stored at commit, and every attempt tarball named in the metadata still has its
- * recorded digest. Usage is attached on the first successful retrieval only.
+ * digests stored at commit, and every attempt named in the metadata is in the sealed task
+ * tarball with its recorded digest (before sealing: its attempt .tar on disk has it). Usage is attached on the first successful retrieval only.
  */
 import { readFileSync, lstatSync } from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -36,6 +36,12 @@ export interface BgResult {
 /** Extra check of a completed result before delivery (the signed task tarball); throws artifact_error. */
 export type ResultSealCheck = (task: TaskRecord, answerSha256: string, metadata: string) => Promise<void>;
 
+/**
+ * Checks the attempts a result names against the sealed task tarball (throws artifact_error);
+ * false when the task has no sealed tarball, so the attempt .tar files on disk are checked.
+ */
+export type AttemptRecordCheck = (task: TaskRecord, attempts: readonly AttemptDigest[]) => Promise<boolean>;
+
 /** Usage is attached to the first retrieval of a terminal task, whatever its end: every call was paid for. */
 async function firstUsage(store: Store, task: TaskRecord): Promise<unknown> {
   if (task.usage === null) return undefined;
@@ -64,7 +70,7 @@ function readRegular(path: string, what: string): Buffer {
   return readFileSync(path);
 }
 
-interface AttemptDigest {
+export interface AttemptDigest {
   stage: string;
   attempt: number;
   tarballPath: string;
@@ -87,7 +93,8 @@ function sameFileHere(path: string, answer: Buffer): boolean {
 }
 
 export async function readBgResult(
-  store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck, materialise?: AnswerMaterialiser,
+  store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck,
+  materialise?: AnswerMaterialiser,
 ): Promise<BgResult> {
   const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
   if (!isTerminal(task.state)) {
@@ -110,7 +117,9 @@ export async function readBgResult(
   }
   const metadata = JSON.parse(result.metadata) as { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown };
   if (metadata.answer_sha256 !== undefined && metadata.answer_sha256 !== answerSha) throw invalid('metadata names a different answer digest');
-  for (const a of metadata.attempts ?? []) {
+  // Once sealed, the task tarball is the one copy of the attempts (their files are pruned).
+  const checkedSealed = attemptCheck !== undefined && (await attemptCheck(task, metadata.attempts ?? []));
+  for (const a of checkedSealed ? [] : (metadata.attempts ?? [])) {
     const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
     if (sha256(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
   }

@@ -24,7 +24,9 @@ import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from './budget.js';
 import { taskPaths } from './paths.js';
-import { mkdirDurable, writeFileDurable } from './durable-fs.js';
+import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from './durable-fs.js';
+import { isPrivileged, type CallerIdentity } from './caller.js';
+import type { RepoAccessCheck } from './repo-access.js';
 import { join } from 'node:path';
 
 export interface TaskServiceDeps {
@@ -51,6 +53,10 @@ export interface TaskServiceDeps {
   admission?: { maxQueued: number; maxQueuedPerCaller: number; concurrency: number };
   /** Throws storage_full when the data directory's disk is below its reserve (checked before anything is created). */
   assertStorage?: () => void;
+  /** Resolves a repository as a non-privileged caller, refusing one it could not read (docs/security.md#socket-callers). */
+  checkRepo?: RepoAccessCheck;
+  /** The daemon's uid (privileged like root); default process.getuid(). */
+  daemonUid?: number;
   /**
    * Cluster mode (docs/operations.md#cluster-mode): tasks go to the shared queue instead of
    * `dispatcher`, and any daemon of the cluster may run them; `signals` carries new events and
@@ -66,6 +72,8 @@ export interface SubmitRequest {
   options?: TaskOptions;
   /** Who submits (a fairness label for the per-caller bound, not an identity check); default "local". */
   caller?: string;
+  /** The kernel-reported caller (SO_PEERCRED), recorded on the task; absent → an in-process caller. */
+  identity?: CallerIdentity;
 }
 
 type AbortReason = 'cancel' | 'shutdown';
@@ -99,17 +107,8 @@ export class TaskService {
 
   async submit(req: SubmitRequest): Promise<Receipt> {
     if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
-    // 1. Everything that can reject the request, before anything exists.
-    const args = normalizeToolInput(req.workflow, req.arguments);
-    const repoDir = validateRepoDir(req.repo, dirname(this.deps.tasksDir));
-    // The roster serving this task also sets its prompt budgets (models file, context windows).
-    const budget = this.deps.preflightOptions?.(req.options ?? {}) ?? this.deps.budget;
-    const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
-    const canonicalText = canonicalJson(canonicalInput);
-    const canonicalSha = sha256Hex(canonicalText);
-    const plan = planBudget(Buffer.byteLength(canonicalText), budget);
-    assertForecastWithinBudget(plan);
-    // No receipt when the commit could not be durable, nor when too many tasks already wait.
+    // 1. The cheap refusals first, so a flood is shed at O(1) per submit (no canonicalisation):
+    //    no receipt when the commit could not be durable, nor when too many tasks already wait.
     if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
     this.deps.assertStorage?.();
     const caller = req.caller ?? 'local';
@@ -124,8 +123,17 @@ export class TaskService {
       if (left <= 0) this.waiting.delete(caller);
       else this.waiting.set(caller, left);
     };
+    // 2. Everything that can reject the request, before anything exists.
+    let prepared: ReturnType<typeof prepareSubmit>;
+    try {
+      prepared = prepareSubmit(req, await this.repoAsCaller(req), this.deps);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    const { repoDir, canonicalInput, canonicalText, canonicalSha, plan } = prepared;
 
-    // 2. Durable preflight: one committed SQLite transaction holds the task row with its
+    // 3. Durable preflight: one committed SQLite transaction holds the task row with its
     //    canonical input and budget plan (synchronous=FULL). The task directory's copies are
     //    written when the task starts: they are conveniences, not the record.
     const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
@@ -139,6 +147,7 @@ export class TaskService {
         canonicalInputSha256: canonicalSha,
         budgetPlan: canonicalJson(plan),
         options: canonicalJson(req.options ?? {}),
+        callerUid: req.identity?.uid ?? null,
       });
     } catch (err) {
       release();
@@ -148,7 +157,7 @@ export class TaskService {
     setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
     this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
 
-    // 3. Only now is anything started. Cluster mode: the job is in the shared queue before the
+    // 4. Only now is anything started. Cluster mode: the job is in the shared queue before the
     //    receipt is returned (a task without its job would wait for nobody).
     if (this.deps.cluster !== undefined) {
       await this.enqueueOrFail(task);
@@ -238,9 +247,20 @@ export class TaskService {
     this.controllers.get(taskId)?.ac.abort('cancel' satisfies AbortReason);
   }
 
+  /**
+   * The repository path a non-privileged caller asked for, as that caller sees it (its physical
+   * path), or a refusal when it could not read it. Root and the daemon's uid read anything.
+   */
+  private async repoAsCaller(req: SubmitRequest): Promise<string> {
+    const caller = req.identity;
+    if (caller === undefined || isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0) || !isAbsolute(req.repo.trim())) return req.repo;
+    if (this.deps.checkRepo === undefined) throw new FusionError('internal_error', 'no repository check is configured for non-root callers');
+    return this.deps.checkRepo(req.repo.trim(), caller);
+  }
+
   async get(taskId: string): Promise<TaskRecord> {
     const task = await this.deps.store.getTask(taskId);
-    if (!task) throw new FusionError('not_found', `no task with id ${taskId}`, { details: { taskId } });
+    if (!task) throw noSuchTask(taskId);
     return task;
   }
 
@@ -390,7 +410,7 @@ export class TaskService {
     const control = this.control(task);
     try {
       if (ac.signal.aborted) return;
-      this.writeTaskFiles(task);
+      await this.writeTaskFiles(task);
       await this.deps.runner.run({ task, control, signal: ac.signal, resume });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
@@ -439,13 +459,14 @@ export class TaskService {
   }
 
   /** Readable copies of the committed preflight records in the task directory (for admins and tarballs). */
-  private writeTaskFiles(task: TaskRecord): void {
+  private async writeTaskFiles(task: TaskRecord): Promise<void> {
+    // Off the event loop: a synchronous fsync here would stall every receipt of a flood.
     const paths = taskPaths(this.deps.tasksDir, task.id);
-    mkdirDurable(paths.dir, 0o700);
-    writeFileDurable(paths.inputFile, task.canonicalInput);
-    writeFileDurable(paths.budgetFile, task.budgetPlan);
+    await mkdirDurableAsync(paths.dir, 0o700);
+    await writeFileDurableAsync(paths.inputFile, task.canonicalInput);
+    await writeFileDurableAsync(paths.budgetFile, task.budgetPlan);
     if (task.workflow === 'research') {
-      writeFileDurable(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(JSON.parse(task.canonicalInput) as Parameters<typeof sourcePolicy>[0])));
+      await writeFileDurableAsync(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(JSON.parse(task.canonicalInput) as Parameters<typeof sourcePolicy>[0])));
     }
   }
 
@@ -509,6 +530,25 @@ export class TaskService {
       if (event.kind === 'terminal') this.published.delete(taskId);
     }
   }
+}
+
+/** Validates and canonicalises a submit (throws invalid_input / budget errors); creates nothing. */
+function prepareSubmit(req: SubmitRequest, repo: string, deps: Pick<TaskServiceDeps, 'tasksDir' | 'preflightOptions' | 'budget'>) {
+  const args = normalizeToolInput(req.workflow, req.arguments);
+  const repoDir = validateRepoDir(repo, dirname(deps.tasksDir));
+  // The roster serving this task also sets its prompt budgets (models file, context windows).
+  const budget = deps.preflightOptions?.(req.options ?? {}) ?? deps.budget;
+  const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
+  const canonicalText = canonicalJson(canonicalInput);
+  const canonicalSha = sha256Hex(canonicalText);
+  const plan = planBudget(Buffer.byteLength(canonicalText), budget);
+  assertForecastWithinBudget(plan);
+  return { repoDir, canonicalInput, canonicalText, canonicalSha, plan };
+}
+
+/** The one answer for a task that does not exist or that the caller may not see (no existence leak). */
+export function noSuchTask(taskId: string): FusionError {
+  return new FusionError('not_found', `no task with id ${taskId}`, { details: { taskId } });
 }
 
 /** A store write refused for lack of space is a state (storage_full, retryable), not a bug. */

@@ -18,7 +18,7 @@ import { packAttempt } from '../audit/tarball.js';
 import { beginAttemptReplay, type AttemptReplay } from '../audit/replay-attempt.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
-import { collectOutputs, createStaging, watchOutputDir, writeRequestFile } from './staging.js';
+import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
 import { COMPRESSION_PROMPT } from './prompts.js';
 import type { Fetcher, RunState, UsageEntry, WorkflowDeps } from './stage-context.js';
 import type { ModelProvider } from '../models/port.js';
@@ -187,17 +187,11 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       limits: deps.sandboxLimits,
       signal,
     });
-    let outputOverflow: string | undefined;
-    const launched = handle;
-    const stopWatch = watchOutputDir(staging.outDir, (why) => {
-      outputOverflow = why;
-      log.warn({ why }, 'attempt output over its cap; stopping the sandbox');
-      void launched.kill('output_cap');
-    });
     if (replayStarting) replay = await replayStarting;
-    const exit = await handle.exit.finally(stopWatch);
+    // The launcher measures /out (every file and byte, at any depth) and stops the sandbox over its caps.
+    const exit = await handle.exit;
     detail = { exit: exitSummary(exit) };
-    if (outputOverflow) throw new FusionError('child_limit_exceeded', `${stage} wrote ${outputOverflow}; the sandbox was stopped`, { stage });
+    if (exit.outDirOverflow !== undefined) throw new FusionError('child_output_cap', `${stage} wrote ${exit.outDirOverflow}; the sandbox was stopped`, { stage });
     await broker.close();
     if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
     collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);

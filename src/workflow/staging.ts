@@ -9,6 +9,7 @@
 import { chownSync, mkdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
+import { MAX_OUT_FILES } from '../launcher/out-dir-usage.js';
 
 export interface SandboxOwner {
   uid: number;
@@ -91,7 +92,7 @@ export function collectOutputs(outDir: string, destDir: string, maxTotalBytes: n
   const files: string[] = [];
   const skipped: string[] = [];
   let total = 0;
-  const names = readdirSync(outDir).sort().slice(0, MAX_OUTPUT_FILES);
+  const names = readdirSync(outDir).sort().slice(0, MAX_OUT_FILES);
   for (const name of names) {
     // The child names its files: only plain names are kept. A long or non-ASCII name would need
     // a PAX header in the task tarball (which its strict reader refuses, so one stray file would
@@ -134,42 +135,4 @@ export function collectOutputs(outDir: string, destDir: string, maxTotalBytes: n
     }
   }
   return { files, skipped };
-}
-
-/** An attempt's /out may hold at most this much while it runs (checked by `watchOutputDir`). */
-export const MAX_OUTPUT_FILES = 64;
-export const MAX_OUTPUT_BYTES = 96 * 1024 * 1024;
-
-/**
- * Polls a running attempt's /out (a host directory) and calls `onExceeded` once when it holds
- * more than the caps: a child must not fill the host disk or the collector with files.
- */
-export function watchOutputDir(outDir: string, onExceeded: (why: string) => void, intervalMs = 1_000): () => void {
-  let fired = false;
-  const timer = setInterval(() => {
-    if (fired) return;
-    try {
-      const names = readdirSync(outDir);
-      if (names.length > MAX_OUTPUT_FILES) {
-        fired = true;
-        return onExceeded(`more than ${MAX_OUTPUT_FILES} files in /out`);
-      }
-      let bytes = 0;
-      for (const name of names) {
-        try {
-          bytes += lstatSync(join(outDir, name)).size;
-        } catch {
-          /* gone meanwhile */
-        }
-      }
-      if (bytes > MAX_OUTPUT_BYTES) {
-        fired = true;
-        onExceeded(`more than ${MAX_OUTPUT_BYTES} bytes in /out`);
-      }
-    } catch {
-      /* directory removed: the attempt is over */
-    }
-  }, intervalMs);
-  timer.unref();
-  return () => clearInterval(timer);
 }

@@ -23,7 +23,7 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Launcher } from '../../../src/launcher/port.js';
-import { backendAvailability, BACKENDS, captureLogs, createLauncher, describeBackend, IS_ROOT, limits, makeScratch, probe, report, run, type Scratch } from './helpers.js';
+import { backendAvailability, BACKENDS, captureLogs, createLauncher, describeBackend, freshOutDir, IS_ROOT, limits, makeScratch, probe, report, run, type Scratch } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const SENTINEL = 'FUSION_CONTAINMENT_SENTINEL_SECRET';
@@ -104,6 +104,23 @@ for (const backend of BACKENDS) {
       expect(r.error).toBe('ENOSPC');
       expect(r.bytes).toBeLessThanOrEqual(tmpfsBytes);
       expect(r.bytes).toBeGreaterThan(tmpfsBytes / 2);
+    });
+
+    it('/tmp is noexec: a file written there cannot be executed (bwrap: under a root daemon)', async () => {
+      const r = report<{ error: string | null; stdout: string | null }>(await run(launcher, scratch, { command: probe('containment/tmp-exec.mjs') }));
+      if (backend === 'bwrap' && !IS_ROOT) {
+        // A non-root daemon cannot mount a noexec tmpfs: bwrap's own /tmp allows exec (docs/security.md#isolation-tiers).
+        console.warn('bwrap /tmp is exec-able under a non-root daemon');
+        return;
+      }
+      expect(r).toEqual({ error: 'EACCES', stdout: null });
+    });
+
+    it("/tmp's mountinfo root reveals no host path", async () => {
+      const result = await run(launcher, scratch, { command: ['node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo','utf8'))"] });
+      const tmpLine = result.stdout.split('\n').find((line) => line.split(' ')[4] === '/tmp');
+      if (backend === 'bwrap' && !IS_ROOT) return;
+      expect(tmpLine?.split(' ')[3]).toBe('/');
     });
 
     it('host processes are invisible', async () => {
@@ -297,6 +314,23 @@ for (const backend of BACKENDS) {
       expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * MiB);
       const next = await run(launcher, scratch, { command: probe('exit-code.mjs', '0') });
       expect(next.exit).toMatchObject({ reason: 'exited', exitCode: 0 });
+    });
+
+    it('/out caps count nested directories: a child filling /out/a/b/c is stopped (bytes and files)', async () => {
+      const bytes = await run(launcher, scratch, {
+        command: probe('containment/nested-out.mjs', 'bytes'),
+        outDir: await freshOutDir(scratch, `nested-bytes-${backend}`),
+        limits: limits({ maxOutBytes: 8 * MiB, wallMs: 60_000 }),
+      });
+      expect(bytes.exit.reason).toBe('output_cap');
+      expect(bytes.exit.outDirOverflow).toBe(`more than ${8 * MiB} bytes in /out`);
+      const files = await run(launcher, scratch, {
+        command: probe('containment/nested-out.mjs', 'files'),
+        outDir: await freshOutDir(scratch, `nested-files-${backend}`),
+        limits: limits({ maxOutFiles: 20, wallMs: 60_000 }),
+      });
+      expect(files.exit.reason).toBe('output_cap');
+      expect(files.exit.outDirOverflow).toBe('more than 20 files in /out');
     });
 
     it('the wall timeout kills', async () => {

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { dockerSeccompProfile, dockerSeccompSecurityOpt, hostSeccompArch } from '../../../src/launcher/docker-seccomp.js';
-import { CHILD_IMAGE, childImage, containerConfig, LABELS } from '../../../src/launcher/docker.js';
+import { CHILD_IMAGE, childImage, containerConfig, LABELS } from '../../../src/launcher/docker-config.js';
+import { cpuSecondsCap } from '../../../src/launcher/docker-deadline-keeper.js';
 import { AF_UNIX, CLONE_NAMESPACE_FLAGS, SYSCALLS } from '../../../src/launcher/seccomp-policy.js';
 import { DEFAULT_SANDBOX_LIMITS, SANDBOX_PATHS } from '../../../src/launcher/port.js';
 import { readFileSync } from 'node:fs';
@@ -65,6 +66,10 @@ describe('docker container configuration', () => {
       IpcMode: 'none', CgroupnsMode: 'private', Privileged: false, AutoRemove: false,
     });
     expect(host.Tmpfs['/tmp']).toBe(`rw,nosuid,nodev,noexec,size=${8 * 1024 * 1024},mode=1777`);
+    // The kernel's own bound inside the container (the wall clock without the daemon): wall + grace in CPU seconds, plus slack.
+    const cpu = (host.Ulimits as Array<{ Name: string; Soft: number; Hard: number }>).find((u) => u.Name === 'cpu');
+    expect(cpu?.Soft).toBe(cpuSecondsCap(limits.wallMs, limits.killGraceMs, 1));
+    expect(cpu?.Soft).toBeGreaterThanOrEqual(Math.ceil((limits.wallMs + limits.killGraceMs) / 1000));
     expect(host.Binds).toBeUndefined();
     const mounts = Object.fromEntries((host.Mounts as Array<{ Target: string; Source: string; ReadOnly: boolean }>).map((m) => [m.Target, [m.Source, m.ReadOnly]]));
     expect(mounts).toEqual({

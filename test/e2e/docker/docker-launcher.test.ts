@@ -13,7 +13,8 @@ import Docker from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FusionError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/log.js';
-import { CHILD_IMAGE, LABELS, type DockerLauncher } from '../../../src/launcher/docker.js';
+import { type DockerLauncher } from '../../../src/launcher/docker.js';
+import { CHILD_IMAGE, LABELS } from '../../../src/launcher/docker-config.js';
 import { captureLogs, createTestDockerLauncher, describeBackend, freshOutDir, limits, makeScratch, PROBES_DIR, probe, report, run, TEST_OWNER, type Scratch } from '../containment/helpers.js';
 
 const MiB = 1024 * 1024;

@@ -72,7 +72,7 @@ function candidateLogRecords(home: string, taskId: string): Array<Record<string,
 
 async function daemonWith(models: { candidates: string[]; evaluator: string; merger: string }, env: Record<string, string>, extra: Partial<Parameters<typeof buildConfig>[0]> = {}): Promise<{ daemon: Daemon; home: string }> {
   const home = mkdtempSync(join(tmpdir(), 'fusion-stumble-'));
-  const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), sandbox: 'bwrap', candidateModels: models.candidates, evaluatorModel: models.evaluator, mergerModel: models.merger, ...extra });
+  const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), sandbox: 'bwrap', candidateModels: models.candidates, evaluatorModel: models.evaluator, mergerModel: models.merger, keepAttemptFiles: true, ...extra });
   return { daemon: await startDaemon(config, { log: silentLogger(), env }), home };
 }
 

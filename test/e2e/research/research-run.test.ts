@@ -53,6 +53,7 @@ describe('fusion_research end to end (builtin engine, bwrap, guarded fetch throu
       sandbox: 'bwrap',
       egressResolve: [`docs.example.test:${ORIGIN_IP}`, `loop.example.test:${SENTINEL_IP}`],
       egressAllowCidrs: [`${ORIGIN_IP}/32`],
+      keepAttemptFiles: true, // the tests read the attempts' files after the run
     });
     daemon = await startDaemon(config, { log: silentLogger(), env: {} });
     client = new FusionClient(daemon.socketPath);

@@ -54,7 +54,8 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
     let file: string;
     let pubkey: string;
     beforeAll(async () => {
-      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home) });
+      // The product default: attempt files are pruned once the task tarball is sealed.
+      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home), keepAttemptFiles: false });
       taskId = (await d.submit()).taskId;
       expect((await d.waitTerminal(taskId)).state).toBe('completed');
       const done = await exportAndVerify(d, taskId, 'completed');
@@ -79,6 +80,13 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(readFileSync(file).equals(sealed.data)).toBe(true);
       // Deterministic: re-packing the same members gives the same bytes.
       expect((await packMembers(readMembers(sealed.data))).equals(sealed.data)).toBe(true);
+    });
+
+    it('keeps each attempt once: the sealed tarball holds the attempts, the task directory does not', () => {
+      const dir = join(d.home, 'tasks', taskId);
+      expect(existsSync(join(dir, 'attempts'))).toBe(false);
+      expect(existsSync(join(dir, 'replay'))).toBe(false);
+      expect(existsSync(join(dir, 'result', 'answer.md'))).toBe(true);
     });
 
     it('bg_result checks the signature and says signed: true, keeping the exact header', async () => {

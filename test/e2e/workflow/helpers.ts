@@ -244,6 +244,11 @@ export interface E2EOptions {
   prepareHome?: (home: string) => void;
   /** Maintenance settings (short schedules in tests). */
   maintenance?: DaemonOverrides['maintenance'];
+  /**
+   * Keep attempt files after sealing (the admin opt-in). Default true here: most of these tests
+   * read an ended task's attempt files; the audit test runs with the product default (false).
+   */
+  keepAttemptFiles?: boolean;
 }
 
 export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemon> {
@@ -255,7 +260,7 @@ export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemo
   const launches: LaunchRecord[] = [];
   // The stage worker runs the compiled job (dist/), like the sandbox child.
   const stageWorkers: StageWorkers = createBreeStageWorkers({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
-  const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'info', sandbox: 'bwrap' });
+  const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'info', sandbox: 'bwrap', keepAttemptFiles: options.keepAttemptFiles ?? true });
   const daemon = await startDaemon(config, {
     log: logs.log,
     roster: options.roster ?? builtinRoster(),

@@ -143,7 +143,9 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
       // The resumed candidates ran as new attempts (a sealed log is never reused).
       const metadata = JSON.parse(readFileSync(join(home, 'tasks', taskId, 'result', 'metadata.json'), 'utf8')) as { attempts: Array<{ stage: string; attempt: number }> };
       expect(metadata.attempts.filter((a) => a.stage.startsWith('candidate-')).map((a) => a.attempt)).toEqual([2, 2, 2]);
-      for (const slot of [1, 2, 3]) expect(existsSync(join(home, 'tasks', taskId, 'attempts', `candidate-${slot}.attempt-2`, `candidate-${slot}.attempt-2.tool-calls.jsonl.seal.json`))).toBe(true);
+      // Their files live in the sealed task tarball now (bg_result checked them there); the
+      // unpacked copies were pruned once it was sealed (each attempt kept once).
+      expect(existsSync(join(home, 'tasks', taskId, 'attempts'))).toBe(false);
     } else {
       expect((cli as { code?: number }).code).toBe(1);
       expect(reply).toMatchObject({ taskId, status: 'failed', answer: { present: false, reason: 'run_did_not_commit' } });

@@ -93,6 +93,16 @@ maybe('a full disk is a state, not a bug (16 MiB tmpfs)', () => {
     expect((refusedRo.body as Json).error.message).toMatch(/read-only/);
     await stopDaemon(d);
 
+    // A clean stop removed the WAL index (-shm): opening the store again on the still-full disk
+    // must not fail (SQLITE_IOERR creating it); it starts read-only again and serves results.
+    d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });
+    for (let i = 0; i < 40 && !/starting read-only/.test(d.stderr()); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(d.stderr()).toMatch(/starting read-only/);
+    expect(d.stderr()).not.toMatch(/SQLITE_IOERR/);
+    const afterCleanStop = await d.client.raw('GET', `/v1/tasks/${String(receipt.taskId)}/result`);
+    expect(afterCleanStop.status, JSON.stringify(afterCleanStop.body)).toBe(200);
+    await stopDaemon(d);
+
     // With space again, submits are accepted again (storage_full is retryable).
     unlinkSync(filler);
     d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });

@@ -105,6 +105,7 @@ export function newTask(overrides: Partial<NewTask> = {}): NewTask {
     canonicalInputSha256: 'a'.repeat(64),
     budgetPlan: '{"promptTokens":1000}',
     options: '{"sandbox":"bwrap"}',
+    callerUid: null,
     ...overrides,
   };
 }

@@ -90,4 +90,64 @@ describe('SqliteDb', () => {
     }
     db = await SqliteDb.open(tmp.file, silentLogger()); // for afterEach
   });
+
+  describe('groupTransaction (group commit)', () => {
+    it('batches callers that arrive while a commit is in flight into one transaction; each resolves with its own value', async () => {
+      // The first group starts at once; the next nine queue behind it and share one commit.
+      const values = await Promise.all(Array.from({ length: 10 }, (_, i) => db.groupTransaction(async (tx) => {
+        await tx.run('INSERT INTO t (who, n) VALUES (?, ?)', ['g', i]);
+        return i;
+      })));
+      expect(values).toEqual([...Array(10).keys()]);
+      const rows = await db.all<{ n: number }>('SELECT n FROM t ORDER BY id');
+      expect(rows.map((r) => r.n)).toEqual([...Array(10).keys()]);
+    });
+
+    it('a failing member rolls back only its own rows and rejects only its own caller', async () => {
+      const ok = (n: number) => db.groupTransaction(async (tx) => {
+        await tx.run('INSERT INTO t (who, n) VALUES (?, ?)', ['ok', n]);
+        return n;
+      });
+      const failing = db.groupTransaction(async (tx) => {
+        await tx.run("INSERT INTO t (who, n) VALUES ('doomed', 9)");
+        throw new Error('boom');
+      });
+      const dup = db.groupTransaction(async (tx) => {
+        await tx.run("INSERT INTO t (id, who, n) VALUES (1000, 'x', 1)");
+        await tx.run("INSERT INTO t (id, who, n) VALUES (1000, 'x', 2)"); // UNIQUE violation
+      });
+      const results = await Promise.allSettled([ok(1), failing, ok(2), dup, ok(3)]);
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled']);
+      expect(((results[1] as PromiseRejectedResult).reason as Error).message).toBe('boom');
+      expect(sqliteCodeOf((results[3] as PromiseRejectedResult).reason)).toBe('SQLITE_CONSTRAINT');
+      const rows = await db.all<{ who: string; n: number }>('SELECT who, n FROM t ORDER BY id');
+      expect(rows).toEqual([{ who: 'ok', n: 1 }, { who: 'ok', n: 2 }, { who: 'ok', n: 3 }]);
+    });
+
+    it('keeps FIFO order with plain statements and transactions queued around it', async () => {
+      const order: string[] = [];
+      const a = db.transaction(async (tx) => {
+        await tx.run("INSERT INTO t (who, n) VALUES ('tx', 0)");
+        order.push('tx');
+      });
+      const g1 = db.groupTransaction(async (tx) => {
+        await tx.run("INSERT INTO t (who, n) VALUES ('g', 1)");
+        order.push('g1');
+      });
+      const g2 = db.groupTransaction(async (tx) => {
+        await tx.run("INSERT INTO t (who, n) VALUES ('g', 2)");
+        order.push('g2');
+      });
+      const count = db.get<{ c: number }>('SELECT COUNT(*) AS c FROM t');
+      await Promise.all([a, g1, g2]);
+      expect(order).toEqual(['tx', 'g1', 'g2']);
+      expect((await count)?.c).toBe(3);
+    });
+
+    it('rejects every member when the store is closed before the group runs', async () => {
+      await db.close();
+      await expect(db.groupTransaction(async () => 1)).rejects.toMatchObject({ code: 'store_error' });
+      db = await SqliteDb.open(tmp.file, silentLogger());
+    });
+  });
 });

@@ -267,6 +267,20 @@ describe.each(adapters)('$engine store', (adapter) => {
       expect(await store.getCheckpoint(task.id, 'evaluation')).toBe('v2');
       await expectCode(store.saveCheckpoint('missing', 'k', 'v'), 'not_found');
     });
+
+    it('drops checkpoints only once the task has a sealed tarball, which round-trips byte for byte (stored compressed)', async () => {
+      const task = await store.createTask(newTask());
+      await store.saveCheckpoint(task.id, 'candidates', 'c');
+      expect(await store.dropSealedCheckpoints(task.id)).toBe(0); // not sealed: resume still needs them
+      expect(await store.getCheckpoint(task.id, 'candidates')).toBe('c');
+      const data = Buffer.concat([Buffer.from('task.json'), Buffer.alloc(20_000, 0x20)]);
+      await store.saveTaskTarball({ taskId: task.id, sha256: 'e'.repeat(64), bytes: data.length, manifestSha256: 'f'.repeat(64), signature: null, publicKeySha256: null, createdAt: new Date().toISOString(), data });
+      const back = await store.getTaskTarball(task.id);
+      expect(back?.data.equals(data)).toBe(true);
+      expect(back?.bytes).toBe(data.length);
+      expect(await store.dropSealedCheckpoints(task.id)).toBe(1);
+      expect(await store.getCheckpoint(task.id, 'candidates')).toBeNull();
+    });
   });
 
   describe('attempts', () => {

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../../src/contracts/canonical.js';
-import { createResultSealCheck } from '../../../src/audit/result-seal.js';
+import { createAttemptRecordCheck, createResultSealCheck } from '../../../src/audit/result-seal.js';
 import { signManifestDigest } from '../../../src/audit/signing.js';
 import { buildManifest, MANIFEST_MEMBER } from '../../../src/audit/task-tarball.js';
 import { packMembers, type TarMember } from '../../../src/audit/tar-members.js';
@@ -34,5 +34,40 @@ describe('result seal check (bg_result with a signing key)', () => {
     // Task A's row now holds B's tarball, and A's answer/metadata were rewritten to B's.
     const store = { getTaskTarball: async (id: string) => (id === 'task-a' ? b : null) } as unknown as Store;
     await expect(createResultSealCheck(store, publicKey)(taskRecord('task-a'), sha256Hex(Buffer.from('answer B')), '{"m":"B"}')).rejects.toMatchObject({ code: 'artifact_error' });
+  });
+});
+
+describe('attempt record check (bg_result once the attempt files are pruned)', () => {
+  const digest = 'a'.repeat(64);
+  async function withAttempts(taskId: string, extra: TarMember[] = []): Promise<TaskTarballRecord> {
+    const members: TarMember[] = [
+      { name: 'attempts.json', data: Buffer.from(JSON.stringify([{ stage: 'candidate-1', attempt: 1, status: 'succeeded', tarball_sha256: digest }])) },
+      { name: 'attempts/candidate-1.attempt-1/answer.md', data: Buffer.from('answer') },
+      ...extra,
+    ];
+    const manifest = buildManifest(taskId, 'completed', members);
+    const data = await packMembers([...members, { name: MANIFEST_MEMBER, data: manifest }]);
+    return { taskId, sha256: sha256Hex(data), bytes: data.length, manifestSha256: sha256Hex(manifest), signature: null, publicKeySha256: null, createdAt: new Date().toISOString(), data };
+  }
+  const attempt = { stage: 'candidate-1', attempt: 1, tarballPath: '/gone.tar', tarballSha256: digest };
+
+  it('checks the attempts against the sealed tarball; false when there is none (the files on disk are checked)', async () => {
+    const t = await withAttempts('task-a');
+    const store = { getTaskTarball: async (id: string) => (id === 'task-a' ? t : null) } as unknown as Store;
+    await expect(createAttemptRecordCheck(store)(taskRecord('task-a'), [attempt])).resolves.toBe(true);
+    await expect(createAttemptRecordCheck(store)(taskRecord('task-b'), [attempt])).resolves.toBe(false);
+  });
+
+  it('refuses a different attempt digest, missing attempt files, a changed member or damaged bytes (artifact_error)', async () => {
+    const t = await withAttempts('task-a');
+    const store = { getTaskTarball: async () => t } as unknown as Store;
+    const check = createAttemptRecordCheck(store);
+    await expect(check(taskRecord('task-a'), [{ ...attempt, tarballSha256: 'b'.repeat(64) }])).rejects.toMatchObject({ code: 'artifact_error' });
+    await expect(check(taskRecord('task-a'), [{ ...attempt, stage: 'candidate-2' }])).rejects.toMatchObject({ code: 'artifact_error' });
+    await expect(check(taskRecord('task-b'), [attempt])).rejects.toMatchObject({ code: 'artifact_error' });
+    const flipped = Buffer.from(t.data);
+    flipped[flipped.length - 2048] = (flipped[flipped.length - 2048] ?? 0) ^ 1;
+    const damaged = { getTaskTarball: async () => ({ ...t, data: flipped }) } as unknown as Store;
+    await expect(createAttemptRecordCheck(damaged)(taskRecord('task-a'), [attempt])).rejects.toMatchObject({ code: 'artifact_error' });
   });
 });

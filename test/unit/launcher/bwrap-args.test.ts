@@ -2,7 +2,7 @@
  * The bwrap invocation: required isolation flags, what is bound where, and what is never bound.
  */
 import { describe, expect, it } from 'vitest';
-import { buildBwrapArgs } from '../../../src/launcher/bwrap.js';
+import { buildBwrapArgs } from '../../../src/launcher/bwrap-args.js';
 
 const runtime = {
   mountArgs: ['--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--ro-bind-try', '/etc/ld.so.cache', '/etc/ld.so.cache'],
@@ -50,6 +50,12 @@ describe('buildBwrapArgs', () => {
     expect(pairs('--ro-bind-data')).toEqual([['7', '/run/fusion/request.json']]);
     expect(options.join(' ')).toContain('--size 1234 --perms 1777 --tmpfs /tmp');
     expect(options.join(' ')).toContain('--proc /proc --dev /dev --remount-ro /dev');
+  });
+
+  it('binds a host noexec tmpfs at /tmp instead of its own tmpfs when one is given (root daemon)', () => {
+    const withTmp = buildBwrapArgs({ runtime, tmpfsBytes: 1234, tmpDir: '/tmp/fusion-tmp-1-abc', hasRequest: false, env: {}, command: ['node'] }).options;
+    expect(withTmp.join(' ')).toContain('--bind /tmp/fusion-tmp-1-abc /tmp');
+    expect(withTmp).not.toContain('--tmpfs');
   });
 
   it('never binds host secrets or scratch space', () => {

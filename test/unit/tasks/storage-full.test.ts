@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FusionError } from '../../../src/errors.js';
 import { asStorageFull } from '../../../src/tasks/task-service.js';
-import { assertFreeSpace } from '../../../src/tasks/free-space.js';
+import { assertFreeSpace, cachedFreeSpaceCheck } from '../../../src/tasks/free-space.js';
 
 describe('full disk is a state (storage_full), not a bug', () => {
   it('maps SQLITE_FULL and ENOSPC (also as the cause of a store_error) to a retryable storage_full', () => {
@@ -22,5 +22,18 @@ describe('full disk is a state (storage_full), not a bug', () => {
   it('refuses below the reserve, naming the free space and the reserve', () => {
     expect(() => assertFreeSpace('/', Number.MAX_SAFE_INTEGER)).toThrow(/KiB free, below the .* KiB reserve; no task was accepted/);
     expect(() => assertFreeSpace('/', 0)).not.toThrow();
+  });
+
+  it('the submit-path check reads the disk at most once per interval, and never caches a refusal', () => {
+    let t = 0;
+    const clock = (): number => t;
+    const ok = cachedFreeSpaceCheck('/', 0, 250, clock);
+    ok();
+    ok(); // within the interval: no statfs (nothing to observe but that it does not throw)
+    const full = cachedFreeSpaceCheck('/', Number.MAX_SAFE_INTEGER, 250, clock);
+    expect(() => full()).toThrow(/below the .* KiB reserve/);
+    expect(() => full()).toThrow(/below the .* KiB reserve/); // a refusal is checked again each time
+    t = 1000;
+    ok();
   });
 });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { collectOutputs, prepareRunRoot, watchOutputDir, MAX_OUTPUT_FILES } from '../../../src/workflow/staging.js';
+import { collectOutputs, prepareRunRoot } from '../../../src/workflow/staging.js';
 
 function dirs(): { out: string; dest: string; root: string } {
   const root = mkdtempSync(join(tmpdir(), 'fusion-staging-'));
@@ -46,18 +46,6 @@ describe('collectOutputs (security review: never follow what a child left in /ou
     writeFileSync(join(out, 'a'), Buffer.alloc(600));
     writeFileSync(join(out, 'b'), Buffer.alloc(600));
     expect(collectOutputs(out, dest, 1000)).toEqual({ files: ['a'], skipped: ['b'] });
-  });
-});
-
-describe('watchOutputDir', () => {
-  it('fires once when /out holds too many files', async () => {
-    const { out } = dirs();
-    for (let i = 0; i <= MAX_OUTPUT_FILES; i++) writeFileSync(join(out, `f${i}`), 'x');
-    const reasons: string[] = [];
-    const stop = watchOutputDir(out, (why) => reasons.push(why), 20);
-    await new Promise((r) => setTimeout(r, 120));
-    stop();
-    expect(reasons).toEqual([`more than ${MAX_OUTPUT_FILES} files in /out`]);
   });
 });
 

@@ -2,7 +2,7 @@
  * Parsing of /proc/self/mountinfo and /proc/self/cgroup, and where the sandbox cgroups go.
  */
 import { describe, expect, it } from 'vitest';
-import { cgroupDir, parseCgroupMounts, parseKeyValues, parseProcCgroup, v1ControllerDir, v2Dir } from '../../../src/launcher/process-limits.js';
+import { cgroupDir, parseCgroupMounts, parseKeyValues, parseProcCgroup, v1ControllerDir, v2Dir } from '../../../src/launcher/proc-files.js';
 
 // A hybrid host (this project's CI VM): v1 controllers plus an empty cgroup2 "unified" mount.
 const HYBRID_MOUNTINFO = `30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -73,7 +73,7 @@ describe('cgroup discovery', () => {
 describe('descendantPids', () => {
   it('finds children and grandchildren of a live process', async () => {
     const { spawn } = await import('node:child_process');
-    const { descendantPids } = await import('../../../src/launcher/process-limits.js');
+    const { descendantPids } = await import('../../../src/launcher/proc-files.js');
     const shell = spawn('/bin/sh', ['-c', 'sleep 30 & sleep 30 & echo started; wait'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
       await new Promise((resolve) => shell.stdout.once('data', resolve));

@@ -1,0 +1,117 @@
+/**
+ * The Docker create options of one sandbox container, as data: the hardened host config, the
+ * binds, labels and the child image name. Pure (no engine calls), so the exact options are
+ * tested without an engine; `docker.ts` runs them.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type Docker from 'dockerode';
+import { SANDBOX_PATHS, type SandboxSpec } from './port.js';
+import { cpuSecondsCap } from './docker-deadline-keeper.js';
+import type { SandboxIdentity } from './sandbox-user.js';
+
+export const CHILD_IMAGE_LABEL = 'org.fusion.child';
+export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt' } as const;
+const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
+
+/** The package version, read from the nearest package.json above this module (src/ or dist/src/). */
+function packageVersion(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'fusion-supervisor' && pkg.version) return pkg.version;
+    } catch {
+      // not here
+    }
+    if (dir === dirname(dir)) return '0.0.0';
+  }
+}
+
+/** `fusion-child:<package version>`, what `make image` builds. */
+export function childImage(version: string = packageVersion()): string {
+  return `fusion-child:${version}`;
+}
+export const CHILD_IMAGE = childImage();
+
+/** A bind mount (the dockerode types lack `NonRecursive`, API 1.40+). */
+interface BindMount extends Docker.MountSettings {
+  BindOptions: { Propagation: 'rprivate'; NonRecursive?: boolean };
+}
+
+export interface ContainerInput {
+  spec: SandboxSpec;
+  image: string;
+  identity: SandboxIdentity;
+  nanoCpus: number;
+  owner: string;
+  requestCopy?: string;
+  seccompOpt: string;
+}
+
+/** The complete create options of one sandbox container. Pure, for tests. */
+export function containerConfig(input: ContainerInput): Docker.ContainerCreateOptions {
+  const { spec, identity } = input;
+  const { limits } = spec;
+  const cpuSeconds = cpuSecondsCap(limits.wallMs, limits.killGraceMs, input.nanoCpus / 1e9);
+  const bind = (source: string, target: string, readOnly: boolean): BindMount => ({
+    Type: 'bind', Source: source, Target: target, ReadOnly: readOnly,
+    // Non-recursive: a mount below the repository never shows up (20.10 cannot make it read-only).
+    BindOptions: { Propagation: 'rprivate', ...(readOnly ? { NonRecursive: true } : {}) },
+  });
+  const mounts: BindMount[] = [bind(spec.repoDir, SANDBOX_PATHS.repo, true), bind(spec.outDir, SANDBOX_PATHS.out, false)];
+  if (spec.codeDir !== undefined) mounts.push(bind(spec.codeDir, SANDBOX_PATHS.code, true));
+  if (spec.brokerSocketPath !== undefined) mounts.push(bind(spec.brokerSocketPath, SANDBOX_PATHS.brokerSocket, true));
+  if (input.requestCopy !== undefined) mounts.push(bind(input.requestCopy, SANDBOX_PATHS.request, true));
+  const env = { PATH: DEFAULT_PATH, ...spec.env };
+  const hostConfig: Docker.HostConfig & { CgroupnsMode: string } = {
+    NetworkMode: 'none',
+    ReadonlyRootfs: true,
+    CapDrop: ['ALL'],
+    SecurityOpt: ['no-new-privileges:true', input.seccompOpt],
+    PidsLimit: limits.maxProcesses,
+    Memory: limits.memoryBytes,
+    MemorySwap: limits.memoryBytes,
+    // Under host memory pressure the children die first, never the daemon.
+    OomScoreAdj: 1000,
+    NanoCpus: input.nanoCpus,
+    Tmpfs: {
+      [SANDBOX_PATHS.tmp]: `rw,nosuid,nodev,noexec,size=${limits.tmpfsBytes},mode=1777`,
+      // Docker's writable mqueue mount would be a third writable place; hide it.
+      '/dev/mqueue': 'ro,nosuid,nodev,noexec,size=4k',
+    },
+    Init: true,
+    // A private IPC namespace without the writable /dev/shm tmpfs ('private' would mount one).
+    IpcMode: 'none',
+    PidMode: '',
+    CgroupnsMode: 'private',
+    Privileged: false,
+    Mounts: mounts,
+    // RLIMIT_CPU: the kernel's own bound on a busy child, never reached while the wall clock is
+    // kept (see docker-deadline-keeper.ts); SIGXCPU at the soft limit, SIGKILL at the hard one.
+    Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }, { Name: 'cpu', Soft: cpuSeconds, Hard: cpuSeconds + 5 }],
+    // Output is streamed through attach; nothing is kept on the engine's disk.
+    LogConfig: { Type: 'none', Config: {} },
+    AutoRemove: false,
+    RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
+  };
+  return {
+    name: `fusion-${sanitize(spec.taskId)}-${sanitize(spec.label)}-${randomUUID().slice(0, 8)}`,
+    Image: input.image,
+    Cmd: spec.command,
+    Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    User: `${identity.uid}:${identity.gid}`,
+    WorkingDir: SANDBOX_PATHS.repo,
+    Hostname: 'sandbox',
+    NetworkDisabled: true,
+    AttachStdin: false, AttachStdout: true, AttachStderr: true, OpenStdin: false, Tty: false,
+    StopSignal: 'SIGTERM',
+    Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: input.owner, [LABELS.taskId]: spec.taskId, [LABELS.attempt]: spec.label },
+    HostConfig: hostConfig,
+  };
+}
+
+function sanitize(text: string): string {
+  return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
+}

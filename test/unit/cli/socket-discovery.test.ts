@@ -1,0 +1,54 @@
+/**
+ * Which socket a client and a daemon use (src/cli/config.ts): a client with no --socket or
+ * FUSION_SOCKET uses its own home's socket, or the shared one of a --socket-group daemon when
+ * only that exists (an agent account needs no settings); a daemon never discovers another's.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseArgs } from '../../../src/cli/args.js';
+import { daemonConfigInput, resolveDaemonSocket, resolveSocket, SHARED_SOCKET } from '../../../src/cli/config.js';
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+const NO_ARGS = parseArgs([], {});
+const args = (argv: string[]) => parseArgs(argv, { socket: { value: true }, 'socket-group': { value: true } });
+
+async function listening(path: string): Promise<void> {
+  const server: Server = createServer();
+  await new Promise<void>((r) => server.listen(path, r));
+  cleanups.push(() => server.close());
+}
+
+describe('socket discovery', () => {
+  it('a client uses its own socket when it exists, else the shared one when that exists, else its own', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fusion-sockdisc-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const home = join(dir, 'home');
+    const shared = join(dir, 'shared.sock');
+    const env = { FUSION_HOME: home };
+    expect(resolveSocket(NO_ARGS, env, shared)).toBe(join(home, 'fusion.sock'));
+    await listening(shared);
+    expect(resolveSocket(NO_ARGS, env, shared)).toBe(shared);
+    mkdirSync(home);
+    await listening(join(home, 'fusion.sock'));
+    expect(resolveSocket(NO_ARGS, env, shared)).toBe(join(home, 'fusion.sock'));
+    // Explicit settings always win.
+    expect(resolveSocket(NO_ARGS, { ...env, FUSION_SOCKET: '/x/y.sock' }, shared)).toBe('/x/y.sock');
+    expect(resolveSocket(args(['--socket', '/a/b.sock']), env, shared)).toBe('/a/b.sock');
+  });
+
+  it('a daemon listens on its home socket, or on the shared path with --socket-group', () => {
+    const env = { FUSION_HOME: '/srv/fusion' };
+    expect(resolveDaemonSocket(NO_ARGS, env)).toBe('/srv/fusion/fusion.sock');
+    expect(resolveDaemonSocket(args(['--socket-group', 'agents']), env)).toBe(SHARED_SOCKET);
+    expect(resolveDaemonSocket(NO_ARGS, { ...env, FUSION_SOCKET_GROUP: 'agents' })).toBe(SHARED_SOCKET);
+    expect(resolveDaemonSocket(args(['--socket-group', 'agents', '--socket', '/run/x/f.sock']), env)).toBe('/run/x/f.sock');
+    expect(daemonConfigInput(args(['--socket-group', 'agents']), env)).toMatchObject({ socketGroup: 'agents', socketPath: SHARED_SOCKET });
+    expect(daemonConfigInput(NO_ARGS, env)).not.toHaveProperty('socketGroup');
+  });
+});
