@@ -86,7 +86,7 @@ async function sandboxStart(log) {
   const { createBwrapLauncher } = await import('../dist/src/launcher/bwrap.js');
   const { DEFAULT_SANDBOX_LIMITS } = await import('../dist/src/launcher/port.js');
   const { startBroker } = await import('../dist/src/broker/broker-server.js');
-  const { createStaging, prepareRunRoot, writeRequestFile } = await import('../dist/src/workflow/staging.js');
+  const { createStaging, prepareRunRoot, writeRequestFile } = await import('../dist/src/launcher/attempt-dirs.js');
   const { SCHEMA, CHILD_LIMITS, OUTPUT_CAPS } = await import('../dist/src/contracts/constants.js');
 
   const owner = IS_ROOT ? { uid: 65534, gid: 65534 } : null;
@@ -225,7 +225,7 @@ async function fullRuns(log) {
         merger_ms: span('merger'),
         answer_bytes: result.answer.bytes,
         tool_calls: cands.map((a) => JSON.parse(a.detail ?? '{}').toolCalls ?? null),
-        names_state_machine: String(result.answer.text ?? '').includes('src/tasks/state-machine.ts'),
+        names_state_machine: String(result.answer.text ?? '').includes('src/contracts/task-state.ts'),
       };
     }
   } finally {

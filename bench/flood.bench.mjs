@@ -55,7 +55,7 @@ async function floorFlood(home, rawRequest, body) {
 export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
   const { silentLogger } = await import('../dist/src/log.js');
-  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { FusionClient } = await import('../dist/src/client/index.js');
   const { rawRequest } = await import('../dist/src/client/transport.js');
   const home = mkdtempSync(join(process.env.BENCH_HOME_DIR ?? tmpdir(), 'fusion-bench-flood-'));
   const runner = {

@@ -37,7 +37,7 @@ export default async function run() {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
   const { silentLogger } = await import('../dist/src/log.js');
   const { FusionClient } = await import('../dist/src/client/index.js');
-  const { mkdirDurable, writeFileDurable } = await import('../dist/src/tasks/durable-fs.js');
+  const { mkdirDurable, writeFileDurable } = await import('../dist/src/common/durable-fs.js');
 
   const home = mkdtempSync(join(process.env.BENCH_HOME_DIR ?? tmpdir(), 'fusion-bench-receipt-'));
   // Does nothing until the daemon stops (or the task is cancelled).

@@ -49,7 +49,7 @@ const ARGS = {
 /** The builtin roster, every model call delayed by `ms` (a stand-in for a remote model's latency). */
 async function slowRoster(ms) {
   const { createBuiltinProvider } = await import('../dist/src/models/builtin/index.js');
-  const { fixedRoster } = await import('../dist/src/workflow/roster.js');
+  const { fixedRoster } = await import('../dist/src/models/roster.js');
   const slow = (strategy) => {
     const inner = createBuiltinProvider(strategy);
     return { id: inner.id, engine: inner.engine, complete: async (req) => { await sleep(ms); return inner.complete(req); } };
@@ -59,7 +59,7 @@ async function slowRoster(ms) {
 
 async function daemonWith(replay, log, roster) {
   const { startDaemon, buildConfig } = await import('../dist/src/main.js');
-  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { FusionClient } = await import('../dist/src/client/index.js');
   const home = mkdtempSync(join(tmpdir(), 'fusion-bench-replay-'));
   const runRoot = join(tmpdir(), `fsn-bench-${randomBytes(4).toString('hex')}`);
   const daemon = await startDaemon(buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', sandbox: 'bwrap' }), { log, workflow: { runRoot, replay }, ...(roster ? { roster } : {}) });

@@ -26,7 +26,7 @@ function duBytes(dir) {
 }
 
 export default async function run() {
-  const { FusionClient } = await import('../dist/src/cli/client.js');
+  const { FusionClient } = await import('../dist/src/client/index.js');
   const home = mkdtempSync(join(tmpdir(), 'fusion-bench-steady-'));
   const repoRoot = mkdtempSync(join(tmpdir(), 'fusion-bench-steady-repo-'));
   const repo = join(repoRoot, 'repo');

@@ -36,6 +36,7 @@ import type { BrokerClient } from './broker-client.js';
 import { TOOL_SPECS, isToolName, runTool } from './tools/index.js';
 import type { ToolLimits } from './tools/index.js';
 import { WEB_FETCH_TOOL_SPEC, runWebFetchTool } from './web-fetch-tool.js';
+import { fsyncDir } from '../src/common/durable-fs.js';
 
 export const ANSWER_FILE = 'answer.md';
 export const RESULT_FILE = 'result.json';
@@ -124,15 +125,6 @@ function writeExclusive(path: string, text: string): void {
     const bytes = Buffer.from(text, 'utf8');
     let offset = 0;
     while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
     fsyncSync(fd);
   } finally {
     closeSync(fd);

@@ -20,6 +20,8 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CHILD_LIMITS, RESEARCH_FETCH_TOOL, SCHEMA } from '../src/contracts/constants.js';
 import type { ToolCallLogRecord, ToolCallSeal, ToolCallStatus } from '../src/contracts/broker-record.js';
+import { sha256Hex } from '../src/contracts/sha256.js';
+import { fsyncDir } from '../src/common/durable-fs.js';
 
 export interface ToolCallLogOptions {
   /** The attempt's output directory (`/out` in the sandbox). Must already exist. */
@@ -91,25 +93,12 @@ export function toolCallSealPath(logPath: string): string {
 const HEX64 = /^[0-9a-f]{64}$/;
 const FILE_MODE = 0o600;
 
-function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
 function toBytes(value: string | Uint8Array): Uint8Array {
   return typeof value === 'string' ? Buffer.from(value, 'utf8') : value;
 }
 
 function isCount(value: number): boolean {
   return Number.isSafeInteger(value) && value >= 0;
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** Writes all of `bytes` (writeSync may write less than asked) and fsyncs. */

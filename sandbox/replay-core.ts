@@ -12,11 +12,11 @@
  * Node builtins only: this file runs inside the sandbox (sandbox/replay-main.ts) and in the
  * offline verifier.
  */
-import { createHash } from 'node:crypto';
 import { readFile, readdir } from 'node:fs/promises';
 import { isToolName, runTool, type ToolLimits } from './tools/index.js';
 import { resolveInRepo } from './path-confine.js';
 import { SKIPPED_DIR_NAMES, startsInsideSkipped } from './tools/walk.js';
+import { sha256Hex } from '../src/contracts/sha256.js';
 
 export const REPLAY_SCHEMA = 'fusion.replay.v1';
 
@@ -39,10 +39,6 @@ export interface ReplayedCall {
 
 /** Upper bound of entries hashed per scope, like the tools' own walk cap. */
 const MAX_TREE_ENTRIES = 200_000;
-
-function sha256(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
-}
 
 /** What `execute` in the agent loop answers, for the same call (kept equal on purpose). */
 async function runLikeTheChild(root: string, call: ReplayCall, allowed: ReadonlySet<string>, limits?: Partial<ToolLimits>): Promise<{ status: 'ok' | 'error'; text: string }> {
@@ -104,14 +100,14 @@ async function treeDigest(realDir: string, display: string, fileCache: Map<strin
     }
   }
   lines.sort();
-  return sha256(lines.join('\n'));
+  return sha256Hex(lines.join('\n'));
 }
 
 async function fileDigest(abs: string, cache: Map<string, string>): Promise<string> {
   let digest = cache.get(abs);
   if (digest === undefined) {
     try {
-      digest = sha256(await readFile(abs));
+      digest = sha256Hex(await readFile(abs));
     } catch {
       digest = 'unreadable';
     }
@@ -135,7 +131,7 @@ async function touchedBy(root: string, call: ReplayCall, fileCache: Map<string, 
   if (digest === undefined) {
     try {
       const content = await readFile(resolved.realPath);
-      digest = sha256(content);
+      digest = sha256Hex(content);
     } catch (err) {
       digest = (err as NodeJS.ErrnoException).code === 'EISDIR' ? await treeDigest(resolved.realPath, key, fileCache) : 'unreadable';
     }
@@ -162,7 +158,7 @@ export function createReplayer(root: string, allowedTools: readonly string[], li
       tool_name: call.tool_name,
       status,
       result_bytes: bytes.length,
-      result_sha256: sha256(bytes),
+      result_sha256: sha256Hex(bytes),
       touched: await touchedBy(root, call, fileCache, treeCache),
     };
   };

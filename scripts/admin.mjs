@@ -5,9 +5,9 @@
 //   node scripts/admin.mjs run JOB…        runs maintenance jobs now (retention, reaper, stale-sweep, backup)
 // Exit 0 on success, 3 when no daemon answers, 1 otherwise.
 import process from 'node:process';
-import { FusionClient } from '../dist/src/cli/client.js';
-import { resolveSocket } from '../dist/src/cli/config.js';
-import { parseArgs } from '../dist/src/cli/args.js';
+import { FusionClient } from '../dist/src/client/index.js';
+import { resolveSocket } from '../dist/src/config/settings.js';
+import { parseArgs } from '../dist/src/config/args.js';
 
 const [command, ...rest] = process.argv.slice(2);
 const client = new FusionClient(resolveSocket(parseArgs([], {}), process.env));

@@ -2,6 +2,8 @@
 // (throwaway servers), real bwrap sandboxes, builtin engine. Submits work to the first daemon,
 // waits for every task through the second, and prints which daemon ran what (the `daemon` field
 // of each task's progress events). Everything it starts is stopped and removed at the end.
+import console from 'node:console';
+import process from 'node:process';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, cpSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -3,6 +3,8 @@
 // Nothing is persisted: PostgreSQL runs without fsync in a temp dir removed by stop(), Redis
 // without snapshots. initdb refuses root, so as root the cluster belongs to the `postgres` OS
 // user (Debian's package creates it).
+import process from 'node:process';
+import { setTimeout, clearTimeout } from 'node:timers';
 import { execFileSync, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';

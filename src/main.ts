@@ -2,11 +2,10 @@
  * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
  * builds concrete adapters, reads the environment, installs signal handlers or exits.
  */
-import { chmodSync, existsSync, mkdirSync, rmSync, statSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createHash } from 'node:crypto';
 import type { Server } from 'node:http';
 import { createLogger, type Logger } from './log.js';
 import { FusionError } from './errors.js';
@@ -37,9 +36,9 @@ import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
 import { createBreeStageWorkers } from './workflow/stage-workers.js';
-import { prepareRunRoot } from './workflow/staging.js';
-import type { Roster } from './workflow/roster.js';
-import type { BudgetConfig } from './tasks/budget.js';
+import { prepareRunRoot } from './launcher/attempt-dirs.js';
+import type { Roster } from './models/roster.js';
+import type { BudgetConfig } from './contracts/budget.js';
 import { loadRosterConfig } from './models/roster-config.js';
 import type { TaskOptions } from './contracts/task-options.js';
 import type { WorkflowDeps } from './workflow/stage-context.js';
@@ -47,7 +46,7 @@ import { loadSigningKey, type SigningKey } from './audit/signing.js';
 import { pruneSealedAttemptFiles, sealTask } from './audit/task-tarball.js';
 import { cachedFreeSpaceCheck, freeBytesOrUndefined, withStorageFacts } from './tasks/free-space.js';
 import { createAttemptRecordCheck, createResultSealCheck } from './audit/result-seal.js';
-import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './metrics/instrument.js';
+import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from './instrument.js';
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
 import { startMaintenance, type MaintenanceJobName, type MaintenanceScheduler } from './maintenance/scheduler.js';
@@ -61,6 +60,8 @@ import { ResearchService } from './research/research-service.js';
 import { openResearchSqliteStore, type ResearchSqliteStore } from './store/research-sqlite-store.js';
 import { createMemoryResearchStore } from './store/research-memory-store.js';
 import { assertListenAllowed, listenOnTcp, parseListenAddress } from './api/tcp-listener.js';
+import { sha256Hex } from './contracts/sha256.js';
+import { packageVersion } from './common/package-version.js';
 
 /**
  * dist/ root: holds the compiled child code (bound read-only at /opt/fusion) and jobs/. When this
@@ -70,14 +71,6 @@ export const CODE_DIR = import.meta.url.endsWith('.ts')
   ? resolve(dirname(fileURLToPath(import.meta.url)), '..', 'dist')
   : resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-export function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(join(CODE_DIR, '..', 'package.json'), 'utf8')) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
-}
 
 export interface DaemonOverrides {
   log?: Logger;
@@ -208,7 +201,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
 
   // Containers of this daemon carry an owner label derived from its home, so start-up reaping
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
-  const dockerOwner = `daemon-${createHash('sha256').update(config.home).digest('hex').slice(0, 12)}`;
+  const dockerOwner = `daemon-${sha256Hex(config.home).slice(0, 12)}`;
   const factories: LauncherFactories =
     overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
   const launchers = new Map<string, Promise<Launcher>>();
@@ -243,7 +236,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // Per-attempt staging lives outside the 0700 data dir (the sandbox uid must reach it); short on
   // purpose, since broker socket paths live below it (107-byte limit). It belongs to this home
   // only and nothing in it is live at start-up: leftovers of a killed daemon are removed.
-  const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${createHash('sha256').update(config.home).digest('hex').slice(0, 8)}`);
+  const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${sha256Hex(config.home).slice(0, 8)}`);
   prepareRunRoot(runRoot);
   // Marks the run root live, so another home's reaper never removes it.
   writeFileSync(runRootPidFile(runRoot), `${process.pid}\n`, { mode: 0o644 });

@@ -1,9 +1,11 @@
 /**
- * Request/response plumbing shared by every route: bounded JSON bodies, the one error envelope.
+ * Request/response plumbing shared by every route: bounded JSON bodies, the one error envelope
+ * (the JSON reply itself is src/http/http-util.ts, shared with the broker).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ZodType } from 'zod';
 import { FusionError, toFusionError } from '../errors.js';
+import { sendJson as sendHttpJson } from '../http/http-util.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -109,10 +111,9 @@ export function parseWith<T>(schema: ZodType<T>, value: unknown, what: string): 
   throw new FusionError('invalid_input', `${what} is invalid: ${summary}`, { details: { issues } });
 }
 
+/** The one JSON reply (src/http/http-util.ts); routes answer nothing else. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
+  sendHttpJson(res, status, body);
 }
 
 export function sendError(res: ServerResponse, err: unknown): FusionError {

@@ -2,7 +2,7 @@
  * `GET /metrics` (Prometheus text, rendered by prom-client) and the extra facts of
  * `GET /v1/health`. The task gauge is refreshed from the database at scrape time.
  */
-import { TASK_STATES } from '../tasks/state-machine.js';
+import { TASK_STATES } from '../contracts/task-state.js';
 import type { Store } from '../store/port.js';
 import { registry, tasksByState } from '../metrics/registry.js';
 

@@ -30,7 +30,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
 import type { TaskService } from '../tasks/task-service.js';
-import { isTaskState, isTerminal, statusOf } from '../tasks/state-machine.js';
+import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { noSuchTask } from '../tasks/task-service.js';
 import { isPrivileged, maySeeTask, uidLabel, type CallerIdentity } from '../tasks/caller.js';
 import { socketCaller } from './socket-server.js';

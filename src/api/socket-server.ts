@@ -97,16 +97,5 @@ export async function listenOnSocket(path: string, handler: RequestListener, opt
   return server;
 }
 
-export async function closeServer(server: Server, path?: string): Promise<void> {
-  // Long-polls and event streams would hold close() open: cut them once the listener stops.
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  server.closeAllConnections();
-  await closed;
-  if (path) {
-    try {
-      unlinkSync(path);
-    } catch {
-      /* already gone */
-    }
-  }
-}
+/** One closeServer for the API and the broker (src/http/http-util.ts). */
+export { closeServer } from '../http/http-util.js';

@@ -10,7 +10,6 @@
  * Model calls never appear in the child's log (the log records tool calls only); broker model
  * records are only schema-checked here.
  */
-import { createHash } from 'node:crypto';
 import { REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL } from '../contracts/constants.js';
 import {
   brokerRecordSchema,
@@ -19,6 +18,7 @@ import {
   type ToolCallLogRecord,
 } from '../contracts/broker-record.js';
 import { FusionError } from '../errors.js';
+import { sha256Hex } from '../contracts/sha256.js';
 
 export interface CrossCheckOptions {
   /**
@@ -42,10 +42,6 @@ export interface CrossCheckSummary {
 
 function mismatch(what: string, details: Record<string, unknown> = {}): FusionError {
   return new FusionError('child_event_invalid', `tool-call log invalid: broker cross-check failed: ${what}`, { details });
-}
-
-function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
 /** Re-validates the broker records (they may come back from storage) and their ordering. */
@@ -165,7 +161,7 @@ export function crossCheckConversation(logRecords: readonly ToolCallLogRecord[],
 
 /** The answer a stage wrote must be text a model response actually contained. */
 export function checkAnswerProvenance(answer: string, brokerRecords: readonly BrokerRecord[]): void {
-  const digest = createHash('sha256').update(answer, 'utf8').digest('hex');
+  const digest = sha256Hex(answer);
   const produced = brokerRecords.some((r) => r.kind === 'model' && r.ok && r.content_sha256 === digest);
   if (!produced) throw mismatch('the answer is not the content of any model response');
 }

@@ -14,16 +14,16 @@
  */
 import { readFileSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
 import { FusionError } from '../errors.js';
 import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT } from '../contracts/constants.js';
 import { rejectionOf } from '../contracts/tool-rejection.js';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
-import { createStaging, writeRequestFile, type SandboxOwner } from '../workflow/staging.js';
+import { createStaging, writeRequestFile, type SandboxOwner } from '../launcher/attempt-dirs.js';
 import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
 import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
 import { startReplayFeed } from './replay-feed.js';
+import { sha256Hex } from '../contracts/sha256.js';
 
 export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
 /** In a task tarball the replay record of an attempt is `attempts/<attempt>.replay.json`. */
@@ -58,10 +58,6 @@ export interface ReplayRecord {
   calls: ReplayRecordCall[];
 }
 
-function sha256(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
-
 function replayError(what: string, details: Record<string, unknown> = {}): FusionError {
   return new FusionError('child_event_invalid', `tool-call replay failed: ${what}`, { details });
 }
@@ -83,19 +79,19 @@ export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls:
   logRecords.forEach((rec, i) => {
     const raw = rawCalls[i]!;
     if (rec.tool_name === REJECTED_CALL_EVENT) {
-      if (sha256(raw.arguments) !== rec.arguments_sha256) throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
+      if (sha256Hex(raw.arguments) !== rec.arguments_sha256) throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
       const refusal = rejectionOf(raw, tools);
       if (refusal === undefined) {
         replayMismatches.inc();
         throw replayError(`call ${i} was logged as rejected, but the model's call to ${JSON.stringify(raw.name.slice(0, 100))} is valid and had to run`, { ordinal: rec.ordinal });
       }
-      if (rec.status !== 'error' || rec.result_sha256 !== sha256(refusal)) {
+      if (rec.status !== 'error' || rec.result_sha256 !== sha256Hex(refusal)) {
         replayMismatches.inc();
         throw replayError(`call ${i} (${rec.tool_name}): the logged refusal differs from the one the rule gives`, { ordinal: rec.ordinal });
       }
       return;
     }
-    if (raw.name !== rec.tool_name || sha256(raw.arguments) !== rec.arguments_sha256) {
+    if (raw.name !== rec.tool_name || sha256Hex(raw.arguments) !== rec.arguments_sha256) {
       throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
     }
     if (isRepoTool(rec.tool_name)) calls.push({ ordinal: rec.ordinal, tool_name: rec.tool_name, arguments: raw.arguments });

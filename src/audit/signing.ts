@@ -6,11 +6,12 @@
  * What is signed is the manifest digest with a domain prefix, so a signature made here can
  * never be presented as a signature over some other kind of message.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { constants, lstatSync, openSync, closeSync, writeSync, fsyncSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
-import { fsyncDir } from '../tasks/durable-fs.js';
+import { fsyncDir } from '../common/durable-fs.js';
+import { sha256Hex } from '../contracts/sha256.js';
 
 export const SIGNING_KEY_FILE = 'signing-key.pem';
 export const SIGNING_PUBLIC_KEY_FILE = 'signing-key.pub.pem';
@@ -30,7 +31,7 @@ export function signingKeyPaths(home: string): { privateKey: string; publicKey: 
 }
 
 export function publicKeySha256(key: KeyObject): string {
-  return createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex');
+  return sha256Hex(key.export({ type: 'spki', format: 'der' }));
 }
 
 function writeExclusive(file: string, text: string, mode: number): void {

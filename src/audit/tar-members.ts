@@ -7,7 +7,6 @@
  * (regular files, ustar headers with valid checksums, zero padding, the end-of-archive blocks
  * and nothing after); anything else is reported with the member it belongs to.
  */
-import { createHash } from 'node:crypto';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -149,6 +148,3 @@ export function memberAt(members: readonly ReadMember[], position: number): stri
   return hit?.name ?? '(end-of-archive blocks)';
 }
 
-export function sha256Of(data: Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
-}

@@ -21,7 +21,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Store, TaskRecord, TaskTarballRecord } from '../store/port.js';
 import { taskPaths } from '../tasks/paths.js';
-import { PROMPTS_VERSION, promptsSha256 } from '../workflow/prompts.js';
+import { PROMPTS_VERSION, promptsSha256 } from '../contracts/prompts.js';
 import { tarballBytes, tarballsSealed } from '../metrics/registry.js';
 import { packMembers, type TarMember } from './tar-members.js';
 import { signManifestDigest, type SigningKey } from './signing.js';

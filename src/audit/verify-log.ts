@@ -7,7 +7,6 @@
  * each record (JSON, closed keys, types) → ordinals → seal (framing, keys, status, counts,
  * hash, limits) → tool policy (allowlist, fetch provenance).
  */
-import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -20,6 +19,7 @@ import {
   type ToolCallSeal,
 } from '../contracts/broker-record.js';
 import { FusionError } from '../errors.js';
+import { sha256Hex } from '../contracts/sha256.js';
 
 export interface VerifyToolCallLogOptions {
   /** The attempt directory holding the log and its seal. */
@@ -64,10 +64,6 @@ export function toolCallSealFileName(slot: number, attempt: number): string {
 /** The one error this module throws. */
 export function invalidLog(reason: string, details: Record<string, unknown> = {}): FusionError {
   return new FusionError('child_event_invalid', `tool-call log invalid: ${reason}`, { details });
-}
-
-function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,26 +2,12 @@
  * HTTP plumbing of the broker socket: bounded body reading, JSON answers, the error envelope,
  * and the redaction applied to anything provider-originated before a child sees it.
  */
-import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ZodType } from 'zod';
 import { FusionError, isErrorCode, type ErrorCode } from '../errors.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 import { describeIssues } from './wire-schema.js';
-
-export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
-
-/**
- * Strips anything credential-shaped from provider text before it reaches a child or a record:
- * bearer tokens, `sk-…` style keys, and `key=value` pairs whose name says key/token/secret.
- */
-export function redactSecrets(text: string): string {
-  return text
-    .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, '$1[redacted]')
-    .replace(/\b(sk|pk|rk|xox[abp])-[A-Za-z0-9_-]{8,}/g, '[redacted]')
-    .replace(/((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret|token|password)["']?\s*[:=]\s*["']?)[^\s"',;}&]+/gi, '$1[redacted]');
-}
+import { sendJson as sendHttpJson } from '../http/http-util.js';
 
 export class BodyTooLarge extends Error {}
 
@@ -64,13 +50,9 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
   });
 }
 
+/** One request per connection: every broker reply closes it. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): number {
-  const bytes = Buffer.from(JSON.stringify(body), 'utf8');
-  if (!res.headersSent) {
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(bytes.length), connection: 'close' });
-  }
-  res.end(bytes);
-  return bytes.length;
+  return sendHttpJson(res, status, body, { close: true });
 }
 
 /** The wire envelope for a broker-side failure; details are dropped (they may hold provider data). */

@@ -12,7 +12,7 @@
  * - The model request cap (550, docs/behaviour.md#b9) is enforced here as well as in the child; the child
  *   cannot raise it. Fetches are capped at the tool-call limit.
  * - The declared-URL check is repeated here (defence in depth): an undeclared URL is refused and
- *   recorded only as sha256(raw URL), so no undeclared URL is stored anywhere.
+ *   recorded only as sha256Hex(raw URL), so no undeclared URL is stored anywhere.
  * - Responses and records carry no provider, model name or credential; provider error messages
  *   pass through `redactSecrets` before they reach the child.
  * - Requests are served one at a time, so record ordinals follow arrival order.
@@ -21,7 +21,6 @@
  * against the child's sealed log.
  */
 import { chmod, chown, lstat, unlink } from 'node:fs/promises';
-import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FetchRequest, FetchResponse, ModelTurnRequest, ModelTurnResponse, StageRole } from '../contracts/broker-protocol.js';
 import {
@@ -41,14 +40,14 @@ import {
   httpStatusOf,
   parseJsonBody,
   readBody,
-  redactSecrets,
   sendError,
   sendJson,
-  sha256Hex,
 } from './broker-http.js';
 import { MAX_FETCH_BODY_BYTES, MAX_MODEL_BODY_BYTES, describeIssues, fetchRequestSchema, modelTurnRequestSchema } from './wire-schema.js';
+import { sha256Hex } from '../contracts/sha256.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
+import { closeServer } from '../http/http-util.js';
 
-export { redactSecrets } from './broker-http.js';
 
 export type BrokerFetcher = (req: FetchRequest, signal: AbortSignal) => Promise<FetchResponse>;
 
@@ -102,7 +101,6 @@ export const BROKER_FETCH_REFUSALS = {
   unavailable: 'fetch_unavailable',
 } as const;
 
-const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
 /** Connections one child may hold open, and requests it may have waiting. */
 export const MAX_BROKER_CONNECTIONS = 8;
@@ -170,7 +168,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       usage.requests += 1;
       // The tool results this request brings back: the tool messages after the last assistant turn.
       const lastAssistant = turn.messages.map((m) => m.role).lastIndexOf('assistant');
-      const sentResults = turn.messages.slice(lastAssistant + 1).filter((m) => m.role === 'tool').map((m) => sha256(m.content));
+      const sentResults = turn.messages.slice(lastAssistant + 1).filter((m) => m.role === 'tool').map((m) => sha256Hex(m.content));
       const response = await options.provider.complete({
         role: options.role,
         taskId: options.taskId,
@@ -184,9 +182,9 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       usage.outputTokens += response.usage.outputTokens;
       toolCallsRequested = response.toolCalls.length;
       provenance = {
-        requested_calls: response.toolCalls.map((c) => ({ name: c.name, arguments_sha256: sha256(c.arguments) })),
+        requested_calls: response.toolCalls.map((c) => ({ name: c.name, arguments_sha256: sha256Hex(c.arguments) })),
         sent_results: sentResults,
-        content_sha256: sha256(response.content),
+        content_sha256: sha256Hex(response.content),
       };
       rawCalls = response.toolCalls.map((c) => ({ name: c.name, arguments: c.arguments }));
       // No model name, provider id or credential crosses to the child.
@@ -205,7 +203,7 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
       if (error.code === 'model_error') {
         // The provider's own text names the provider, model and host: a candidate could paste
         // it into its answer and unblind the evaluator. The host log keeps the detail.
-        log.warn({ kind: 'model', ordinal, reason: redactSecrets(error.message) }, 'model call failed');
+        log.warn({ kind: 'model', ordinal, err: { code: error.code, message: redactSecrets(error.message) } }, 'model call failed');
         lastModelError = { code: error.code, message: redactSecrets(error.message) };
         responseBytes = sendError(res, new FusionError('model_error', `the model call failed${error.retryable ? ' (transient; retries exhausted)' : ''}`), error.httpStatus);
         return;
@@ -425,12 +423,4 @@ async function removeStaleSocket(path: string): Promise<void> {
   }
   if (!isSocket) throw new FusionError('launch_failed', 'broker socket path exists and is not a socket', { retryable: false, details: { path } });
   await unlink(path);
-}
-
-async function closeServer(server: Server, socketPath: string): Promise<void> {
-  await new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
-  await unlink(socketPath).catch(() => undefined);
 }

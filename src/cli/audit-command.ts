@@ -15,8 +15,8 @@ import { dataPaths } from '../tasks/paths.js';
 import { loadSigningKey, parsePublicKey } from '../audit/signing.js';
 import { verifyTaskTarball, type OfflineVerifyReport } from '../audit/offline-verify.js';
 import { readMembers } from '../audit/tar-members.js';
-import { flag, has, parseArgs, usageError } from './args.js';
-import { resolveHome, type Env } from './config.js';
+import { flag, has, parseArgs, usageError } from '../config/args.js';
+import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 const FLAGS = { data: { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {} };

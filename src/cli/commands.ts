@@ -9,7 +9,7 @@ import { FusionError } from '../errors.js';
 import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
 import type { FusionClient } from '../client/index.js';
-import { flag, flagAll, has, usageError, type ParsedArgs } from './args.js';
+import { flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { sourcesFrom } from './sources.js';
 
 export interface Io {

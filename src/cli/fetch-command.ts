@@ -17,7 +17,7 @@ import { FusionError, toFusionError, type ErrorCode } from '../errors.js';
 import { createLogger } from '../log.js';
 import { createGuardedFetch, type GuardedFetch } from '../egress/guarded-fetch.js';
 import { parseResolveList } from '../egress/resolve-list.js';
-import { flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from './args.js';
+import { flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from '../config/args.js';
 
 export interface FetchCommandArgs {
   url: string;

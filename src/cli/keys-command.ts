@@ -13,8 +13,8 @@ import { keyNotFound, openResearchSqliteStore } from '../store/research-sqlite-s
 import { openResearchPgStore } from '../store/pg-store.js';
 import type { ApiKeyStore, ResearchRunStore } from '../store/research-port.js';
 import { researchDbFileOf } from '../main.js';
-import { flag, has, parseArgs, usageError } from './args.js';
-import { resolveHome, type Env } from './config.js';
+import { flag, has, parseArgs, usageError } from '../config/args.js';
+import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 const KEYS_FLAGS = { data: { value: true }, 'research-db': { value: true }, 'database-url': { value: true }, workspace: { value: true }, kind: { value: true }, json: {}, help: {} };

@@ -11,7 +11,7 @@
 import { createLogger, type Logger } from '../log.js';
 import { checkModels, formatCheckReport } from '../models/models-check.js';
 import { loadRoster, type RosterOverrides } from '../models/roster-config.js';
-import { flag, flagAll, has, parseArgs, usageError, type FlagSpec } from './args.js';
+import { flag, flagAll, has, parseArgs, usageError, type FlagSpec } from '../config/args.js';
 
 export const MODELS_HELP = `fusion models — model roster tools
 

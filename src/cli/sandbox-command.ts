@@ -25,8 +25,8 @@ import { DEFAULT_SANDBOX_LIMITS, type LauncherName, type SandboxExit, type Sandb
 import { selectLauncher } from '../launcher/select.js';
 import { createLauncherFactories } from '../launcher/factories.js';
 import { CANDIDATE_ENV } from '../launcher/port.js';
-import { flag, has, parseArgs, usageError, type FlagSpec } from './args.js';
-import type { Env } from './config.js';
+import { flag, has, parseArgs, usageError, type FlagSpec } from '../config/args.js';
+import type { Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 /** Containers of `sandbox exec` carry this owner, so a daemon's start-up reaping leaves them alone. */

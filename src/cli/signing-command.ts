@@ -6,8 +6,8 @@
 import { initSigningKey, loadSigningKey, signingKeyPaths } from '../audit/signing.js';
 import { FusionError } from '../errors.js';
 import { mkdirSync } from 'node:fs';
-import { parseArgs, usageError } from './args.js';
-import { resolveHome, type Env } from './config.js';
+import { parseArgs, usageError } from '../config/args.js';
+import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 export async function signingKeyCommand(argv: readonly string[], env: Env, io: Io): Promise<number> {

@@ -2,7 +2,7 @@
  * Research sources from the command line, read without guessing: `--source URL --purpose TEXT`
  * pairs, or one `--source URL=PURPOSE` value split only where the split cannot misread the URL.
  */
-import { usageError } from './args.js';
+import { usageError } from '../config/args.js';
 
 export interface SourceArg {
   url: string;

@@ -13,7 +13,7 @@ import { FusionError } from '../errors.js';
 import type { DaemonConfigInput } from '../contracts/config.js';
 import type { Workflow } from '../contracts/constants.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
-import { processEnv, resolveHome, resolveSocket, type Env } from '../cli/config.js';
+import { processEnv, resolveHome, resolveSocket, type Env } from '../config/settings.js';
 import { describeEndpoint, envelopeError, ndjson, rawRequest, DEFAULT_REQUEST_TIMEOUT_MS, type ApiReply, type Endpoint } from './transport.js';
 import { startEmbeddedDaemon, type EmbeddedDaemon } from './embedded.js';
 import type {

@@ -5,11 +5,14 @@
  * The canonical input is built only from normalised tool arguments and the repository path, so
  * nothing from the caller's session (history, environment, other tools) can leak into it.
  */
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { FusionError } from '../errors.js';
 import { CLEAN_TASK_POLICY_ID, SCHEMA, TOOL_NAMES, WORKFLOWS, type Workflow } from './constants.js';
 import { InvestigateArgsSchema, ResearchArgsSchema, type InvestigateArgs, type ResearchArgs, type ResearchSource } from './tool-input.js';
+import { sha256Hex } from './sha256.js';
+
+/** Re-exported: code written before contracts/sha256.ts imports it from here. */
+export { sha256Hex };
 
 /**
  * JSON with object keys sorted recursively (UTF-16 code unit order), arrays in order, no
@@ -63,14 +66,6 @@ function encode(input: unknown, stack: Set<object>): string | undefined {
   } finally {
     stack.delete(object);
   }
-}
-
-/** Lowercase hex SHA-256; strings are hashed as UTF-8. */
-export function sha256Hex(data: string | Uint8Array): string {
-  const hash = createHash('sha256');
-  if (typeof data === 'string') hash.update(data, 'utf8');
-  else hash.update(data);
-  return hash.digest('hex');
 }
 
 /** docs/behaviour.md#a6: the normalised arguments as canonical JSON. Same request → byte-identical text. */

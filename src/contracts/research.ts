@@ -27,15 +27,12 @@ function limitSchema(name: ResearchLimitName): z.ZodOptional<z.ZodNumber> {
   return z.number().int().min(min).max(RESEARCH_LIMIT_MAXIMA[name]).optional();
 }
 
+// The keys come from the one limits table (RESEARCH_LIMIT_MAXIMA), in its order: a new limit is
+// added there only.
+const LIMIT_NAMES = Object.keys(RESEARCH_LIMIT_MAXIMA) as ResearchLimitName[];
+
 export const ResearchLimitsInputSchema = z
-  .object({
-    maxDomains: limitSchema('maxDomains'),
-    maxPages: limitSchema('maxPages'),
-    maxDepth: limitSchema('maxDepth'),
-    maxBytesPerPage: limitSchema('maxBytesPerPage'),
-    maxTotalBytes: limitSchema('maxTotalBytes'),
-    maxDurationMs: limitSchema('maxDurationMs'),
-  })
+  .object(Object.fromEntries(LIMIT_NAMES.map((name) => [name, limitSchema(name)])) as Record<ResearchLimitName, z.ZodOptional<z.ZodNumber>>)
   .strict();
 
 export const ResearchCreateBodySchema = z
@@ -134,3 +131,17 @@ export type ResearchDispatch =
   | { dispatched: true; mode: 'direct'; queued: false }
   | { dispatched: true; mode: 'queue'; queued: true; queue: string; jobId: string }
   | { dispatched: false };
+
+/** A URL the crawl did not fetch, and why (recorded with the run). */
+export interface CrawlSkip {
+  url: string;
+  reason: string;
+}
+
+export interface RobotsNote {
+  /** The origin (`scheme://host[:port]`) whose robots.txt this is: robots.txt applies per origin. */
+  host: string;
+  /** `ok` (rules read), `missing` (4xx: everything allowed), `failed` (5xx/network: nothing allowed). */
+  status: 'ok' | 'missing' | 'failed';
+  detail?: string;
+}

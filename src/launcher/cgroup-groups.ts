@@ -128,12 +128,14 @@ export class GroupDirs {
   /** Runs `make` with the group present; retries when a concurrent release removed it. */
   async create<T>(make: () => Promise<T>): Promise<T> {
     await this.sweep();
+    // Another daemon (or the maintenance reaper) may remove an empty group at any moment, also
+    // between ensure()'s mkdir and its subtree_control write: both steps retry on ENOENT.
     for (let attempt = 0; ; attempt += 1) {
-      await this.ensure();
       try {
+        await this.ensure();
         return await make();
       } catch (err) {
-        if (errnoOf(err) !== 'ENOENT' || attempt >= 3) throw err;
+        if (errnoOf(err) !== 'ENOENT' || attempt >= 10) throw err;
       }
     }
   }

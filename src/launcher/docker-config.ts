@@ -4,30 +4,15 @@
  * tested without an engine; `docker.ts` runs them.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import { SANDBOX_PATHS, type SandboxSpec } from './port.js';
 import { cpuSecondsCap } from './docker-deadline-keeper.js';
 import type { SandboxIdentity } from './sandbox-user.js';
+import { packageVersion } from '../common/package-version.js';
 
 export const CHILD_IMAGE_LABEL = 'org.fusion.child';
 export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt' } as const;
 const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
-
-/** The package version, read from the nearest package.json above this module (src/ or dist/src/). */
-function packageVersion(): string {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'fusion-supervisor' && pkg.version) return pkg.version;
-    } catch {
-      // not here
-    }
-    if (dir === dirname(dir)) return '0.0.0';
-  }
-}
 
 /** `fusion-child:<package version>`, what `make image` builds. */
 export function childImage(version: string = packageVersion()): string {

@@ -19,15 +19,15 @@ import { MODEL_DEFAULTS } from '../contracts/model-config.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Credential } from './credentials.js';
-import { redactSecretShapes } from './credentials.js';
 import {
   effectiveMaxTokens,
   estimateTokens,
   createRemoteProvider,
   type ConfiguredProvider,
   type RemoteModelSettings,
-} from './http-retry.js';
+} from './remote-provider.js';
 import type { ModelRequest, ModelResponse } from './port.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
@@ -128,7 +128,7 @@ export function fromAnthropicBody(body: unknown, req: ModelRequest, providerId: 
   if (!isObject(body)) throw bad(`${providerId}: response body is not a JSON object`);
   if (body.type === 'error') {
     const message = isObject(body.error) && typeof body.error.message === 'string' ? body.error.message : 'unknown error';
-    throw bad(`${providerId}: server returned an error: ${redactSecretShapes(message).slice(0, 500)}`);
+    throw bad(`${providerId}: server returned an error: ${redactSecrets(message).slice(0, 500)}`);
   }
   if (!Array.isArray(body.content)) throw bad(`${providerId}: response has no content array`);
   const turn = req.messages.filter((m) => m.role === 'assistant').length;

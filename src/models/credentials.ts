@@ -14,6 +14,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { FusionError } from '../errors.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 
 export interface Credential {
   /** `env OPENAI_API_KEY` or `file /etc/fusion/openai.key`; safe to log. */
@@ -25,17 +26,6 @@ export interface Credential {
   toJSON(): { credential: string };
 }
 
-/**
- * Generic redaction of credential-shaped text (bearer tokens, `sk-…`-style keys including
- * masked echoes like `sk-abc***xyz`, `key=value` pairs whose name says key/token/secret).
- */
-export function redactSecretShapes(text: string): string {
-  return text
-    .replace(/(bearer\s+)[A-Za-z0-9._~+/=*-]{8,}/gi, '$1[redacted]')
-    .replace(/\b(sk|pk|rk|xox[abp])-[A-Za-z0-9_*.-]{6,}/g, '[redacted]')
-    .replace(/((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret|token|password)["']?\s*[:=]\s*["']?)[^\s"',;}&]+/gi, '$1[redacted]');
-}
-
 /** Redacts `key` itself and, for long keys, any 12+ character run of it (partial echoes). */
 export function redactKey(text: string, key: string): string {
   if (key === '') return text;
@@ -44,7 +34,7 @@ export function redactKey(text: string, key: string): string {
     // Upstreams echo masked keys ("sk-proj-abcd****wxyz"): remove long fragments too.
     for (const part of [key.slice(0, 12), key.slice(-12)]) out = out.split(part).join('[redacted]');
   }
-  return redactSecretShapes(out);
+  return redactSecrets(out);
 }
 
 function makeCredential(key: string, source: string): Credential {

@@ -19,15 +19,15 @@ import type { ChatMessage, StopReason, ToolCall, ToolSpec } from '../contracts/b
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Credential } from './credentials.js';
-import { redactSecretShapes } from './credentials.js';
 import {
   effectiveMaxTokens,
   estimateTokens,
   createRemoteProvider,
   type ConfiguredProvider,
   type RemoteModelSettings,
-} from './http-retry.js';
+} from './remote-provider.js';
 import type { ModelRequest, ModelResponse } from './port.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 
 type Json = Record<string, unknown>;
 
@@ -192,7 +192,7 @@ export function fromOpenAIBody(body: unknown, req: ModelRequest, providerId: str
   if (body.error !== undefined && body.choices === undefined) {
     const e = body.error;
     const message = typeof e === 'string' ? e : isObject(e) && typeof e.message === 'string' ? e.message : 'unknown error';
-    throw bad(`${providerId}: server returned an error: ${redactSecretShapes(message).slice(0, 500)}`);
+    throw bad(`${providerId}: server returned an error: ${redactSecrets(message).slice(0, 500)}`);
   }
   const choice = Array.isArray(body.choices) ? body.choices[0] : undefined;
   if (!isObject(choice) || !isObject(choice.message)) throw bad(`${providerId}: response has no choices[0].message`);

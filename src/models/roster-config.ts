@@ -31,12 +31,12 @@ import {
 } from '../contracts/model-config.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { BUDGET_STAGES, DEFAULT_BUDGET_CONFIG, budgetSetting, type BudgetConfig, type BudgetStage } from '../tasks/budget.js';
-import { fixedRoster, type Roster } from '../workflow/roster.js';
+import { BUDGET_STAGES, DEFAULT_BUDGET_CONFIG, budgetSetting, type BudgetConfig, type BudgetStage } from '../contracts/budget.js';
+import { fixedRoster, type Roster } from './roster.js';
 import { createAnthropicProvider } from './anthropic.js';
 import { createBuiltinProvider, type BuiltinStrategy } from './builtin/index.js';
 import { credentialFromEnv, credentialFromFile, type Credential } from './credentials.js';
-import { makeConfiguredProvider, type ConfiguredProvider, type ProviderDescription, type RetryPolicy } from './http-retry.js';
+import { makeConfiguredProvider, type ConfiguredProvider, type ProviderDescription, type RetryPolicy } from './remote-provider.js';
 import { checkBaseUrl, checkBuiltinModel, isLocalEndpoint, parseModelSpec } from './model-spec.js';
 import { createOpenAIProvider } from './openai.js';
 import type { ModelProvider } from './port.js';

@@ -3,7 +3,7 @@
  * rest of the daemon sees these types. Every method is atomic: a method that writes several
  * rows does so in one transaction, so a crash leaves either all of it or none.
  */
-import type { TaskState } from '../tasks/state-machine.js';
+import type { TaskState } from '../contracts/task-state.js';
 import type { Workflow } from '../contracts/constants.js';
 
 export interface TaskError {

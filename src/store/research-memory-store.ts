@@ -5,7 +5,7 @@
  * atomic because none awaits between its read and its write.
  */
 import type { ResearchRunStatus } from '../contracts/research.js';
-import { assertRunTransition, CANCELABLE } from '../research/run-state.js';
+import { assertRunTransition, CANCELABLE } from '../contracts/research-run-state.js';
 import type {
   NewResearchRun, ResearchDocumentRecord, ResearchRunRecord, ResearchRunStore, ResearchSnapshotRecord, RunCompletion,
 } from './research-port.js';

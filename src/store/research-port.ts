@@ -8,7 +8,7 @@
  */
 import type { ResearchLimits } from '../contracts/research-limits.js';
 import type { ApiKeyKind, ResearchRunStatus, ResearchSnapshotView } from '../contracts/research.js';
-import type { CrawlSkip as CrawlSkipNote, RobotsNote as CrawlRobotsNote } from '../research/crawl/port.js';
+import type { CrawlSkip as CrawlSkipNote, RobotsNote as CrawlRobotsNote } from '../contracts/research.js';
 
 export interface ResearchRunRecord {
   id: string;

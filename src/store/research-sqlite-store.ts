@@ -10,7 +10,7 @@
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ResearchRunStatus } from '../contracts/research.js';
-import { assertRunTransition, CANCELABLE } from '../research/run-state.js';
+import { assertRunTransition, CANCELABLE } from '../contracts/research-run-state.js';
 import { migrate } from './migrations.js';
 import type { SqlDb, SqlExecutor } from './sql-port.js';
 import { openConfiguredDb } from './sqlite-store.js';

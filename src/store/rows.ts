@@ -4,7 +4,7 @@
  * and is reported as store_error rather than handed on as a lie.
  */
 import { FusionError } from '../errors.js';
-import { isTaskState } from '../tasks/state-machine.js';
+import { isTaskState } from '../contracts/task-state.js';
 import { WORKFLOWS, type Workflow } from '../contracts/constants.js';
 import type { AttemptRecord, ResultRecord, TaskError, TaskEvent, TaskEventKind, TaskRecord } from './port.js';
 

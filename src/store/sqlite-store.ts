@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
 import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
-import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../tasks/state-machine.js';
+import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../contracts/task-state.js';
 import type {
   AttemptRecord, ListTasksQuery, NewTask, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
   TaskTarballRecord, TransitionPatch,

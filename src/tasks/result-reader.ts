@@ -6,12 +6,12 @@
  * tarball with its recorded digest (before sealing: its attempt .tar on disk has it). Usage is attached on the first successful retrieval only.
  */
 import { readFileSync, lstatSync } from 'node:fs';
-import { createHash } from 'node:crypto';
 import { FusionError } from '../errors.js';
 import { INLINE_LIMIT_BYTES } from '../contracts/constants.js';
 import type { DeliveryMode } from '../contracts/api.js';
 import type { Store, TaskRecord } from '../store/port.js';
-import { isTerminal, statusOf } from './state-machine.js';
+import { isTerminal, statusOf } from '../contracts/task-state.js';
+import { sha256Hex } from '../contracts/sha256.js';
 
 export interface BgResult {
   taskId: string;
@@ -49,10 +49,6 @@ async function firstUsage(store: Store, task: TaskRecord): Promise<unknown> {
   // results readable); when the flag cannot be written, the usage is returned again later.
   const first = await store.claimUsageDelivery(task.id).catch(() => true);
   return first ? (JSON.parse(task.usage) as unknown) : undefined;
-}
-
-function sha256(buf: Buffer | string): string {
-  return createHash('sha256').update(buf).digest('hex');
 }
 
 function invalid(reason: string, details: Record<string, unknown> = {}): FusionError {
@@ -108,10 +104,10 @@ export async function readBgResult(
   if (!result) throw invalid('the task is completed but no result row exists');
 
   // Verify before anyone reads a byte of it.
-  if (sha256(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
+  if (sha256Hex(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
   // Cluster mode keeps the bytes in the row (any daemon serves them); otherwise the file is the copy.
   const answer = result.answerData ?? readRegular(result.answerPath, 'answer file');
-  const answerSha = sha256(answer);
+  const answerSha = sha256Hex(answer);
   if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
     throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
   }
@@ -121,7 +117,7 @@ export async function readBgResult(
   const checkedSealed = attemptCheck !== undefined && (await attemptCheck(task, metadata.attempts ?? []));
   for (const a of checkedSealed ? [] : (metadata.attempts ?? [])) {
     const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
-    if (sha256(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
+    if (sha256Hex(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
   }
   if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
 

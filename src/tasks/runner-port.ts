@@ -3,7 +3,7 @@
  * composition root passes it in, so `tasks/` never imports a workflow.
  */
 import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
-import type { TaskState } from './state-machine.js';
+import type { TaskState } from '../contracts/task-state.js';
 
 export interface TaskControl {
   readonly taskId: string;

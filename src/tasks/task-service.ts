@@ -17,14 +17,14 @@ import { buildCanonicalInput, canonicalJson, sha256Hex, sourcePolicy } from '../
 import { receiptText, type Receipt } from '../contracts/api.js';
 import type { TaskOptions } from '../contracts/task-options.js';
 import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
-import { isTerminal, type TaskState } from './state-machine.js';
+import { isTerminal, type TaskState } from '../contracts/task-state.js';
 import type { TaskEventBus } from './event-bus.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
-import { assertForecastWithinBudget, planBudget, type BudgetConfig } from './budget.js';
+import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
-import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from './durable-fs.js';
+import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from '../common/durable-fs.js';
 import { isPrivileged, type CallerIdentity } from './caller.js';
 import type { RepoAccessCheck } from './repo-access.js';
 import { join } from 'node:path';

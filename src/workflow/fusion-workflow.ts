@@ -13,12 +13,13 @@ import { FusionError } from '../errors.js';
 import { OUTPUT_CAPS, SCHEMA } from '../contracts/constants.js';
 import { canonicalJson, sha256Hex } from '../contracts/canonical.js';
 import type { TaskRunContext, TaskRunner } from '../tasks/runner-port.js';
-import { assertMeasuredWithinBudget, type BudgetPlan } from '../tasks/budget.js';
+import { assertMeasuredWithinBudget, type BudgetPlan } from '../contracts/budget.js';
 import { taskPaths } from '../tasks/paths.js';
-import { mkdirDurable, writeFileDurable } from '../tasks/durable-fs.js';
-import type { TaskState } from '../tasks/state-machine.js';
+import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
+import type { TaskState } from '../contracts/task-state.js';
 import { anonymize } from './anonymize.js';
-import { checkCitations, checkDeliveredCitations, checkUrlCitations, describeStatus, type CitationCheck, type DeliveredCitations, type UrlCheck } from './citations.js';
+import { checkUrlCitations, describeStatus, type CitationCheck, type DeliveredCitations, type UrlCheck } from '../contracts/citations.js';
+import { checkCitations, checkDeliveredCitations } from './citations.js';
 import { boundValidationErrors, buildRepairInput, repairFailedError, validateEvaluationText, type Evaluation } from './evaluation-schema.js';
 import { findFusionInternals } from './internals-check.js';
 import {
@@ -32,10 +33,10 @@ import {
   messages,
   promptsSha256,
   repairUserPrompt,
-} from './prompts.js';
+} from '../contracts/prompts.js';
 import { candidateTools, runCandidates, type CandidateAnswer, type FinishedCandidate } from './candidate-stage.js';
 import { runNoToolStage } from './no-tool-stage.js';
-import { rosterEngines } from './roster.js';
+import { rosterEngines } from '../models/roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
 import type { TaskOptions } from '../contracts/task-options.js';
 

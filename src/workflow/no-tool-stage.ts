@@ -12,7 +12,7 @@ import { startBroker } from '../broker/broker-server.js';
 import { packAttempt } from '../audit/tarball.js';
 import { checkAnswerProvenance } from '../audit/cross-check.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
-import { collectOutputs, createStaging, writeRequestFile } from './staging.js';
+import { collectOutputs, createStaging, writeRequestFile } from '../launcher/attempt-dirs.js';
 import { outputBytes, usageEntry } from './candidate-stage.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
 import type { ModelProvider } from '../models/port.js';

@@ -6,12 +6,12 @@ import type { Logger } from '../log.js';
 import type { TaskRecord } from '../store/port.js';
 import type { TaskControl } from '../tasks/runner-port.js';
 import type { Launcher, SandboxLimits } from '../launcher/port.js';
-import type { Roster } from './roster.js';
+import type { Roster } from '../models/roster.js';
 import type { TaskOptions } from '../contracts/task-options.js';
 import type { StageWorkers } from './stage-workers.js';
-import type { SandboxOwner } from './staging.js';
+import type { SandboxOwner } from '../launcher/attempt-dirs.js';
 import type { FetchRequest, FetchResponse } from '../contracts/broker-protocol.js';
-import type { BudgetPlan } from '../tasks/budget.js';
+import type { BudgetPlan } from '../contracts/budget.js';
 
 export type Fetcher = (req: FetchRequest, signal: AbortSignal) => Promise<FetchResponse>;
 

@@ -6,7 +6,7 @@
  *     > `export function start() {`   its quote (code span on the next `>` line)
  *   - https://example.com/page …    a web citation, followed by `>` lines quoting the page
  */
-import { describeStatus, extractCitations, extractUrlCitations } from '../../workflow/citations.js';
+import { describeStatus, extractCitations, extractUrlCitations } from '../../contracts/citations.js';
 import { asArray, asRecord, asString } from './transcript.js';
 
 export interface CitedLine {

@@ -8,7 +8,7 @@
 import { OUTPUT_CAPS } from '../../contracts/constants.js';
 import { capBytes, codeSpan } from './answer.js';
 import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citations.js';
-import { collapseWhitespace } from '../../workflow/citations.js';
+import { collapseWhitespace } from '../../contracts/citations.js';
 import { answerSentences, injectionReason, requestedVersions } from './page-judgement.js';
 import { definedName } from './definitions.js';
 import { compareStrings } from './strategy.js';

@@ -4,7 +4,7 @@
  * batch = one assistant message with tool calls).
  */
 import type { ChatMessage, ToolCall } from '../../contracts/broker-protocol.js';
-import { COMPRESSION_PROMPT, dataBlockOf } from '../../workflow/prompts.js';
+import { COMPRESSION_PROMPT, dataBlockOf } from '../../contracts/prompts.js';
 
 export interface PlannedCall {
   name: string;

@@ -7,7 +7,10 @@
 import type { Logger } from '../../log.js';
 import type { GuardedFetch } from '../../egress/guarded-fetch.js';
 import type { ResearchLimits } from '../../contracts/research-limits.js';
-import type { ResearchSnapshotView } from '../../contracts/research.js';
+import type { CrawlSkip, ResearchSnapshotView, RobotsNote } from '../../contracts/research.js';
+
+/** The crawl's notes are research-contract types (the store records them too). */
+export type { CrawlSkip, RobotsNote };
 
 export interface CrawlRequest {
   runId: string;
@@ -27,19 +30,6 @@ export interface CrawlSnapshot extends ResearchSnapshotView {
   depth?: number;
   /** True when the extracted text was cut at the snapshot text cap. */
   truncated?: boolean;
-}
-
-export interface CrawlSkip {
-  url: string;
-  reason: string;
-}
-
-export interface RobotsNote {
-  /** The origin (`scheme://host[:port]`) whose robots.txt this is: robots.txt applies per origin. */
-  host: string;
-  /** `ok` (rules read), `missing` (4xx: everything allowed), `failed` (5xx/network: nothing allowed). */
-  status: 'ok' | 'missing' | 'failed';
-  detail?: string;
 }
 
 export interface CrawlOutcome {

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { openPgStore } from '../../../src/store/pg-store.js';
 import { createLogger } from '../../../src/log.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { silentLogger } from '../../../src/log.js';
 import { REJECTED_CALL_EVENT } from '../../../src/contracts/constants.js';
 import { startFakeOpenAI, openaiCompletion, type FakeOpenAI } from '../../integration/models/fake-openai.js';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, expect, it } from 'vitest';
-import { FusionClient } from '../../../src/cli/client.js';
+import { FusionClient } from '../../../src/client/index.js';
 import { openSqliteStore } from '../../../src/store/sqlite-store.js';
 import { createLogger } from '../../../src/log.js';
 import type { AttemptRecord } from '../../../src/store/port.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
 import { openSqliteStore } from '../../../src/store/sqlite-store.js';
-import { isTerminal } from '../../../src/tasks/state-machine.js';
+import { isTerminal } from '../../../src/contracts/task-state.js';
 import { DIST, REFILL_ARGS, copyFixtureRepo, describeWithBwrap } from './helpers.js';
 
 const cleanups: Array<() => void> = [];

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { dataBlockOf } from '../../../src/workflow/prompts.js';
+import { dataBlockOf } from '../../../src/contracts/prompts.js';
 import { SCHEMA } from '../../../src/contracts/constants.js';
 import type { ModelRequest } from '../../../src/models/port.js';
 import {

@@ -21,7 +21,7 @@ import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
 import type { Launcher, SandboxExit, SandboxHandle, SandboxSpec } from '../../../src/launcher/port.js';
 import { createBuiltinProvider, type BuiltinStrategy } from '../../../src/models/builtin/index.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../../src/models/port.js';
-import { fixedRoster, type Roster } from '../../../src/workflow/roster.js';
+import { fixedRoster, type Roster } from '../../../src/models/roster.js';
 import { createBreeStageWorkers, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import type { WorkflowDeps } from '../../../src/workflow/stage-context.js';
 import { FusionClient } from '../../../src/client/index.js';

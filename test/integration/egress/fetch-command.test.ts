@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS, type FetchCommandArgs } from '../../../src/cli/fetch-command.js';
-import { parseArgs } from '../../../src/cli/args.js';
+import { parseArgs } from '../../../src/config/args.js';
 import { ORIGIN_CIDR, ORIGIN_IP, startHttpOrigin, type Listener } from './origin.js';
 
 let origin: Listener;

@@ -1,7 +1,7 @@
 /** Shared bits of the model adapter tests: a captured pino logger, the sentinel key, settings. */
 import type { Logger } from '../../../src/log.js';
 import { createLogger } from '../../../src/log.js';
-import type { RemoteModelSettings } from '../../../src/models/http-retry.js';
+import type { RemoteModelSettings } from '../../../src/models/remote-provider.js';
 import type { ModelRequest } from '../../../src/models/port.js';
 import type { ToolSpec } from '../../../src/contracts/broker-protocol.js';
 

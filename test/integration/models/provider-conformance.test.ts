@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ModelResponse } from '../../../src/models/port.js';
 import { createAnthropicProvider } from '../../../src/models/anthropic.js';
 import { credentialFromEnv } from '../../../src/models/credentials.js';
-import type { ConfiguredProvider, RemoteModelSettings } from '../../../src/models/http-retry.js';
+import type { ConfiguredProvider, RemoteModelSettings } from '../../../src/models/remote-provider.js';
 import { createOpenAIProvider } from '../../../src/models/openai.js';
 import { anthropicError, anthropicText, anthropicToolUse, startFakeAnthropic } from './fake-anthropic.js';
 import { openaiError, openaiText, openaiToolCalls, startFakeOpenAI } from './fake-openai.js';

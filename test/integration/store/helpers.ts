@@ -15,7 +15,7 @@ import { PgDb } from '../../../src/store/pg-db.js';
 import type { NewTask, Store } from '../../../src/store/port.js';
 import type { ApiKeyStore, ResearchRunStore } from '../../../src/store/research-port.js';
 import type { SqlDb } from '../../../src/store/sql-port.js';
-import type { TaskState } from '../../../src/tasks/state-machine.js';
+import type { TaskState } from '../../../src/contracts/task-state.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
 
 /** One empty database of one engine, for one test. */

@@ -8,8 +8,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseArgs } from '../../../src/cli/args.js';
-import { daemonConfigInput, resolveDaemonSocket, resolveSocket, SHARED_SOCKET } from '../../../src/cli/config.js';
+import { parseArgs } from '../../../src/config/args.js';
+import { daemonConfigInput, resolveDaemonSocket, resolveSocket, SHARED_SOCKET } from '../../../src/config/settings.js';
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {

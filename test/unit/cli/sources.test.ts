@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseArgs } from '../../../src/cli/args.js';
+import { parseArgs } from '../../../src/config/args.js';
 import { sourcesFrom, splitSourceValue } from '../../../src/cli/sources.js';
 
 const order = (...argv: string[]) => parseArgs(argv, { source: { value: true, repeat: true }, purpose: { value: true, repeat: true } }).order;

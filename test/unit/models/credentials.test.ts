@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { credentialFromEnv, credentialFromFile, redactKey, redactSecretShapes } from '../../../src/models/credentials.js';
+import { redactSecrets } from '../../../src/contracts/secret-redaction.js';
+import { credentialFromEnv, credentialFromFile, redactKey } from '../../../src/models/credentials.js';
 
 const KEY = 'sk-SENTINEL-unit-0123456789abcdefABCDEF';
 let dir: string;
@@ -65,6 +66,6 @@ describe('credentials', () => {
     expect(out).not.toContain(KEY.slice(0, 12));
     expect(out).not.toContain('abcdefghijkl');
     expect(out).not.toContain('zzz123');
-    expect(redactSecretShapes('sk-proj-abc***xyz0 leaked')).toBe('[redacted] leaked');
+    expect(redactSecrets('sk-proj-abc***xyz0 leaked')).toBe('[redacted] leaked');
   });
 });

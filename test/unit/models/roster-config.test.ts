@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { costOf, ModelOverridesSchema, RosterConfigSchema, describeModelConfigIssues } from '../../../src/contracts/model-config.js';
 import { silentLogger } from '../../../src/log.js';
 import { loadRoster, loadRosterConfig, providerPrices } from '../../../src/models/roster-config.js';
-import { rosterEngines } from '../../../src/workflow/roster.js';
+import { rosterEngines } from '../../../src/models/roster.js';
 
 const KEY = 'sk-SENTINEL-roster-00112233445566778899';
 const log = silentLogger();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseArgs } from '../../../src/cli/args.js';
-import { daemonConfigInput } from '../../../src/cli/config.js';
+import { parseArgs } from '../../../src/config/args.js';
+import { daemonConfigInput } from '../../../src/config/settings.js';
 import { buildConfig } from '../../../src/main.js';
 
 const FLAGS = {

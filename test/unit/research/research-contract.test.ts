@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { normalisePayload, ResearchCreateBodySchema } from '../../../src/contracts/research.js';
 import { researchDocumentId, researchRunId } from '../../../src/research/run-id.js';
-import { canRunTransition, CANCELABLE, isTerminalRun, RUN_TRANSITIONS } from '../../../src/research/run-state.js';
+import { canRunTransition, CANCELABLE, isTerminalRun, RUN_TRANSITIONS } from '../../../src/contracts/research-run-state.js';
 import { payloadSha256 } from '../../../src/research/research-service.js';
 import { RESEARCH_RUN_STATUSES } from '../../../src/contracts/research.js';
 

@@ -5,13 +5,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CITATION_LIMITS,
-  checkCitations,
   checkUrlCitations,
   extractCitations,
   extractUrlCitations,
   quoteMatches,
   summarizeChecks,
-} from '../../../src/workflow/citations.js';
+} from '../../../src/contracts/citations.js';
+import { checkCitations } from '../../../src/workflow/citations.js';
 
 let base: string;
 let repo: string;

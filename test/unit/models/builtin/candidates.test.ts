@@ -3,7 +3,7 @@ import { OUTPUT_CAPS } from '../../../../src/contracts/constants.js';
 import { summaryClaim } from '../../../../src/models/builtin/citations.js';
 import { BUILTIN_STRATEGIES, createBuiltinProvider } from '../../../../src/models/builtin/index.js';
 import { MAX_TOOL_CALLS } from '../../../../src/models/builtin/strategy.js';
-import { COMPRESSION_PROMPT } from '../../../../src/workflow/prompts.js';
+import { COMPRESSION_PROMPT } from '../../../../src/contracts/prompts.js';
 import { checkCitations, FIXTURE_ROOT, investigateInput, IPADDR_ROOT, runCandidate } from './harness.js';
 
 const CASES = [

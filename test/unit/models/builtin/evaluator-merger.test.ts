@@ -4,7 +4,7 @@ import { OUTPUT_CAPS } from '../../../../src/contracts/constants.js';
 import { createBuiltinProvider } from '../../../../src/models/builtin/index.js';
 import type { Evaluation } from '../../../../src/workflow/evaluation-schema.js';
 import { buildRepairInput, validateEvaluationText } from '../../../../src/workflow/evaluation-schema.js';
-import { evaluatorSystemPrompt, messages, repairUserPrompt } from '../../../../src/workflow/prompts.js';
+import { evaluatorSystemPrompt, messages, repairUserPrompt } from '../../../../src/contracts/prompts.js';
 import { blindInput, checkCitations, investigateInput, IPADDR_ROOT, runCandidate, runEvaluator, runMerger } from './harness.js';
 
 type Answers = Record<'A' | 'B' | 'C', string>;

@@ -12,7 +12,7 @@ import { SCHEMA } from '../../../../src/contracts/constants.js';
 import { normalizeToolInput } from '../../../../src/contracts/tool-input.js';
 import type { ModelProvider } from '../../../../src/models/port.js';
 import { parseCitedLines, parseCitedUrls } from '../../../../src/models/builtin/citations.js';
-import { candidateSystemPrompt, candidateUserPrompt, evaluatorSystemPrompt, evaluatorUserPrompt, mergerSystemPrompt, mergerUserPrompt, messages } from '../../../../src/workflow/prompts.js';
+import { candidateSystemPrompt, candidateUserPrompt, evaluatorSystemPrompt, evaluatorUserPrompt, mergerSystemPrompt, mergerUserPrompt, messages } from '../../../../src/contracts/prompts.js';
 import { runTool, TOOL_SPECS } from '../../../../sandbox/tools/index.js';
 
 export const IPADDR_ROOT = path.resolve('node_modules/ipaddr.js');

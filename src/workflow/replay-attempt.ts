@@ -10,10 +10,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
-import type { RunState, WorkflowDeps } from '../workflow/stage-context.js';
+import type { RunState, WorkflowDeps } from './stage-context.js';
 import {
   alignStreamedReplay, buildReplayRecord, compareReplay, replayInputs, startStreamingReplay, REPLAY_DIR, type RawToolCall,
-} from './replay.js';
+} from '../audit/replay.js';
 
 export interface AttemptReplayInput {
   /** e.g. `candidate-1.attempt-1`. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffMs, DEFAULT_RETRY_POLICY, isRetryableStatus, parseRetryAfter, upstreamMessage } from '../../../src/models/http-retry.js';
+import { backoffMs, DEFAULT_RETRY_POLICY, isRetryableStatus, parseRetryAfter, upstreamMessage } from '../../../src/models/remote-provider.js';
 
 describe('http-retry helpers', () => {
   it('parses retry-after as seconds, HTTP date, or retry-after-ms', () => {

@@ -8,12 +8,12 @@
  */
 import { resolve as resolvePath } from 'node:path';
 import { createLogger } from '../log.js';
-import { packageVersion } from '../main.js';
+import { packageVersion } from '../common/package-version.js';
 import { FusionClient } from '../client/index.js';
-import { daemonConfigInput, resolveSocket, type Env } from '../cli/config.js';
-import { flag, type ParsedArgs } from '../cli/args.js';
-import { serveMcp } from './server.js';
-import { createWebTools } from './web-tools.js';
+import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.js';
+import { flag, type ParsedArgs } from '../config/args.js';
+import { serveMcp } from '../mcp/server.js';
+import { createWebTools } from '../mcp/web-tools.js';
 
 export async function runMcpCommand(args: ParsedArgs, env: Env): Promise<number> {
   const daemonInput = daemonConfigInput(args, env);

@@ -3,7 +3,7 @@
  * genuinely different candidate strategies (content, path and definition search), and the
  * builtin evaluator and merger. Real providers plug in through the same shape.
  */
-import type { ModelProvider } from '../models/port.js';
+import type { ModelProvider } from './port.js';
 
 export interface Roster {
   candidate(slot: 1 | 2 | 3): ModelProvider;

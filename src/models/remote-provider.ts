@@ -19,7 +19,8 @@ import type { ModelPrices } from '../contracts/model-config.js';
 import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from './port.js';
-import { redactSecretShapes, type Credential } from './credentials.js';
+import type { Credential } from './credentials.js';
+import { redactSecrets } from '../contracts/secret-redaction.js';
 
 export interface RetryPolicy {
   maxAttempts: number;
@@ -336,7 +337,7 @@ export function createRemoteProvider(spec: RemoteProviderSpec): ConfiguredProvid
   const { settings, credential } = spec;
   const description = describeRemote(spec.engine, settings, credential?.source ?? null);
   const url = `${settings.baseUrl}${spec.path}`;
-  const redact = credential ? credential.redact : redactSecretShapes;
+  const redact = credential ? credential.redact : redactSecrets;
   const plog = spec.log.child({ component: 'model', provider: description.id });
   return makeConfiguredProvider(description, async (req) => {
     try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { OUTPUT_CAPS } from '../../../src/contracts/constants.js';
-import { DEFAULT_BUDGET_CONFIG, assertForecastWithinBudget, assertMeasuredWithinBudget, estimateTokens, planBudget } from '../../../src/tasks/budget.js';
+import { DEFAULT_BUDGET_CONFIG, assertForecastWithinBudget, assertMeasuredWithinBudget, estimateTokens, planBudget } from '../../../src/contracts/budget.js';
 
 describe('prompt budget', () => {
   it('plans every stage and passes an ordinary request', () => {

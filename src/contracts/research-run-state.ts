@@ -8,7 +8,7 @@
  *   succeeded, failed, canceled: terminal, no exits.
  */
 import { FusionError } from '../errors.js';
-import type { ResearchRunStatus } from '../contracts/research.js';
+import type { ResearchRunStatus } from './research.js';
 
 export const RUN_TRANSITIONS: Readonly<Record<ResearchRunStatus, readonly ResearchRunStatus[]>> = {
   queued: ['running', 'failed', 'canceled'],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TASK_STATES, TRANSITIONS, assertTransition, canTransition, isTerminal, statusOf } from '../../../src/tasks/state-machine.js';
+import { TASK_STATES, TRANSITIONS, assertTransition, canTransition, isTerminal, statusOf } from '../../../src/contracts/task-state.js';
 
 describe('task state machine (docs/behaviour.md#b2)', () => {
   it('walks the happy path in order', () => {

@@ -10,7 +10,7 @@
  * only when the evaluator's output is invalid, so the forecast never refuses a request for it:
  * its worst case is planned and checked on the exact prompt if it ever runs.
  */
-import { OUTPUT_CAPS } from '../contracts/constants.js';
+import { OUTPUT_CAPS } from './constants.js';
 import { FusionError } from '../errors.js';
 
 export const BUDGET_STAGES = ['candidate', 'evaluator', 'repair', 'merger'] as const;

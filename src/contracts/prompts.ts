@@ -5,9 +5,9 @@
  * Each prompt carries its data as ONE fenced ```json block after the instructions; the data is
  * untrusted (repository text, web pages, other models' answers) and is framed as such.
  */
-import { canonicalJson, sha256Hex } from '../contracts/canonical.js';
-import type { ChatMessage } from '../contracts/broker-protocol.js';
-import { OUTPUT_CAPS, SCHEMA } from '../contracts/constants.js';
+import { canonicalJson, sha256Hex } from './canonical.js';
+import type { ChatMessage } from './broker-protocol.js';
+import { OUTPUT_CAPS, SCHEMA } from './constants.js';
 
 export const PROMPTS_VERSION = 'fusion-prompts.v2';
 

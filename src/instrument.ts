@@ -2,11 +2,11 @@
  * Metrics by wrapping the ports the composition root already builds (launchers, stage workers,
  * the research fetcher), so the adapters themselves stay free of metrics code.
  */
-import { toFusionError } from '../errors.js';
-import type { Launcher } from '../launcher/port.js';
-import type { StageWorkers } from '../workflow/stage-workers.js';
-import type { Fetcher } from '../workflow/stage-context.js';
-import { egressDecisions, sandboxFailures, sandboxLaunches, stageDuration } from './registry.js';
+import { toFusionError } from './errors.js';
+import type { Launcher } from './launcher/port.js';
+import type { StageWorkers } from './workflow/stage-workers.js';
+import type { Fetcher } from './workflow/stage-context.js';
+import { egressDecisions, sandboxFailures, sandboxLaunches, stageDuration } from './metrics/registry.js';
 
 /** `candidate-1.attempt-2` → `candidate`; `candidate-1.attempt-2.replay` → `replay`. */
 function stageOf(label: string): string {

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { collectOutputs, prepareRunRoot } from '../../../src/workflow/staging.js';
+import { collectOutputs, prepareRunRoot } from '../../../src/launcher/attempt-dirs.js';
 
 function dirs(): { out: string; dest: string; root: string } {
   const root = mkdtempSync(join(tmpdir(), 'fusion-staging-'));

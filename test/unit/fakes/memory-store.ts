@@ -1,0 +1,104 @@
+/**
+ * An in-memory fake of the `Store` port for unit tests of the task layer and the routes: the
+ * same compare-and-set transitions (through the one transition table) and event log, no SQLite,
+ * no daemon. Methods the tests do not need throw, so a test that starts relying on one notices.
+ */
+import { assertTransition, isTerminal, type TaskState } from '../../../src/contracts/task-state.js';
+import type { NewTask, ResultRecord, Store, TaskEvent, TaskEventKind, TaskRecord, TransitionPatch } from '../../../src/store/port.js';
+
+export interface MemoryStore extends Store {
+  tasks: Map<string, TaskRecord>;
+  results: Map<string, ResultRecord>;
+  events: TaskEvent[];
+  /** Fails the next createTask with this error (a full disk, …). */
+  failNextCreate?: Error;
+}
+
+export function memoryStore(): MemoryStore {
+  const tasks = new Map<string, TaskRecord>();
+  const results = new Map<string, ResultRecord>();
+  const events: TaskEvent[] = [];
+  let seq = 0;
+  const now = (): string => new Date().toISOString();
+  const append = (taskId: string, kind: TaskEventKind, data: Record<string, unknown>): TaskEvent => {
+    const event = { seq: ++seq, taskId, at: now(), kind, data };
+    events.push(event);
+    return event;
+  };
+  const move = (id: string, from: TaskState, to: TaskState, patch: TransitionPatch = {}): TaskRecord | null => {
+    assertTransition(from, to);
+    const task = tasks.get(id);
+    if (!task || task.state !== from) return null;
+    const next: TaskRecord = { ...task, state: to, updatedAt: now(), ...(patch.error ? { error: patch.error } : {}), ...(patch.usage ? { usage: patch.usage } : {}) };
+    tasks.set(id, next);
+    append(id, 'transition', { from, to, ...patch.eventData });
+    if (isTerminal(to)) append(id, 'terminal', { state: to });
+    return next;
+  };
+  const missing = (name: string) => (): never => {
+    throw new Error(`memoryStore: ${name} is not faked`);
+  };
+  const store: MemoryStore = {
+    tasks,
+    results,
+    events,
+    init: async () => undefined,
+    close: async () => undefined,
+    async createTask(t: NewTask) {
+      if (store.failNextCreate) {
+        const err = store.failNextCreate;
+        delete store.failNextCreate;
+        throw err;
+      }
+      const at = now();
+      const task: TaskRecord = { ...t, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+      tasks.set(t.id, task);
+      append(t.id, 'transition', { to: 'initializing' });
+      return task;
+    },
+    getTask: async (id) => tasks.get(id) ?? null,
+    listTasks: async () => [...tasks.values()],
+    listNonTerminalTasks: async () => [...tasks.values()].filter((t) => !isTerminal(t.state)),
+    transitionTask: async (id, from, to, patch) => move(id, from, to, patch),
+    appendEvent: async (taskId, kind, data) => append(taskId, kind, data),
+    listEvents: async (taskId, afterSeq = 0) => events.filter((e) => e.taskId === taskId && e.seq > afterSeq),
+    async incrementResumeCount(id) {
+      const task = tasks.get(id)!;
+      tasks.set(id, { ...task, resumeCount: task.resumeCount + 1 });
+      return task.resumeCount + 1;
+    },
+    async saveUsage(id, usage) {
+      tasks.set(id, { ...tasks.get(id)!, usage });
+    },
+    async claimUsageDelivery(id) {
+      const task = tasks.get(id)!;
+      if (task.usageDelivered) return false;
+      tasks.set(id, { ...task, usageDelivered: true });
+      return true;
+    },
+    async commitResult(result, patch) {
+      const next = move(result.taskId, 'merging', 'completed', patch);
+      if (next) results.set(result.taskId, result);
+      return next;
+    },
+    getResult: async (taskId) => results.get(taskId) ?? null,
+    listUnsealedTerminalTasks: async () => [],
+    countTasksByState: async () => {
+      const counts: Record<string, number> = {};
+      for (const t of tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;
+      return counts;
+    },
+    saveCheckpoint: missing('saveCheckpoint'),
+    dropSealedCheckpoints: missing('dropSealedCheckpoints'),
+    getCheckpoint: missing('getCheckpoint'),
+    startAttempt: missing('startAttempt'),
+    finishAttempt: missing('finishAttempt'),
+    listAttempts: async () => [],
+    saveTaskTarball: missing('saveTaskTarball'),
+    getTaskTarball: async () => null,
+    listTerminalTasksBefore: missing('listTerminalTasksBefore'),
+    deleteTerminalTask: missing('deleteTerminalTask'),
+    backupTo: missing('backupTo'),
+  };
+  return store;
+}

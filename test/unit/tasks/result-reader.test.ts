@@ -1,0 +1,75 @@
+/**
+ * bg_result (docs/behaviour.md#f3) over the in-memory store: never blocks, verifies digests before
+ * delivering, never truncates, usage on the first retrieval only.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { INLINE_LIMIT_BYTES } from '../../../src/contracts/constants.js';
+import { readBgResult } from '../../../src/tasks/result-reader.js';
+import { completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs, type Harness } from '../fakes/task-fixtures.js';
+
+let dirs: Dirs;
+beforeEach(() => {
+  dirs = makeDirs();
+});
+afterEach(() => dirs.remove());
+
+async function completed(answer?: string): Promise<Harness & { taskId: string }> {
+  const h = makeService(dirs, completingRunner(dirs, answer));
+  const { taskId } = await h.service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+  await until(async () => (await h.service.get(taskId)).state === 'completed');
+  return { ...h, taskId };
+}
+
+describe('readBgResult', () => {
+  it('delivers a verified answer inline, with the engine and a header naming the digest', async () => {
+    const { store, taskId } = await completed('The answer.\n');
+    const result = await readBgResult(store, (await store.getTask(taskId))!);
+    expect(result).toMatchObject({ status: 'completed', delivery: 'inline', engine: 'fake', answer: { present: true, verified: true, bytes: 12, text: 'The answer.\n' } });
+    expect(result.answer.present && result.answer.header).toMatch(/^Answer: 12 bytes, sha256:[0-9a-f]{64} \(verified\)\.$/);
+    expect(result.signed).toBeUndefined();
+  });
+
+  it('answers still_running for a running task without blocking', async () => {
+    const { store, taskId } = await completed();
+    const task = { ...(await store.getTask(taskId))!, state: 'evaluating' as const };
+    expect(await readBgResult(store, task)).toMatchObject({ state: 'running', stage: 'evaluating', status: 'running', answer: { present: false, reason: 'still_running' } });
+  });
+
+  it('refuses an answer file changed after the commit (artifact_error)', async () => {
+    const { store, taskId } = await completed('The answer.\n');
+    writeFileSync((await store.getResult(taskId))!.answerPath, 'The answeR.\n');
+    await expect(readBgResult(store, (await store.getTask(taskId))!)).rejects.toMatchObject({ code: 'artifact_error' });
+  });
+
+  it('refuses inline delivery above the inline limit and offers the artifact path instead; auto picks artifact', async () => {
+    const big = 'x'.repeat(INLINE_LIMIT_BYTES + 1);
+    const { store, taskId } = await completed(big);
+    const task = (await store.getTask(taskId))!;
+    await expect(readBgResult(store, task, 'inline')).rejects.toMatchObject({ code: 'inline_limit_exceeded' });
+    const auto = await readBgResult(store, task, 'auto');
+    expect(auto.delivery).toBe('artifact');
+    expect(auto.answer).toMatchObject({ present: true, bytes: big.length, path: (await store.getResult(taskId))!.answerPath });
+  });
+
+  it('attaches usage to the first retrieval only, and runs the seal check when given', async () => {
+    const { store, taskId } = await completed();
+    await store.saveUsage(taskId, JSON.stringify({ total: 3 }));
+    let sealed = 0;
+    const seal = async (): Promise<void> => {
+      sealed++;
+    };
+    const first = await readBgResult(store, (await store.getTask(taskId))!, 'auto', seal);
+    const second = await readBgResult(store, (await store.getTask(taskId))!, 'auto', seal);
+    expect(first.usage).toEqual({ total: 3 });
+    expect(second.usage).toBeUndefined();
+    expect(first.signed).toBe(true);
+    expect(sealed).toBe(2);
+  });
+
+  it('a failed task has no answer and carries its error', async () => {
+    const { store, taskId } = await completed();
+    const task = { ...(await store.getTask(taskId))!, state: 'failed' as const, error: { code: 'launch_failed', message: 'x', state: 'candidates_running' as const } };
+    expect(await readBgResult(store, task)).toMatchObject({ status: 'failed', answer: { present: false, reason: 'run_did_not_commit' }, error: { code: 'launch_failed' } });
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * The task service against fakes of its ports (in-memory store, scripted runners): receipts after
+ * the durable row, rejection before anything exists, failure, cancel, admission, restart recovery.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { FusionError } from '../../../src/errors.js';
+import type { TaskRunner } from '../../../src/tasks/runner-port.js';
+import { createDirectDispatcher } from '../../../src/tasks/dispatcher.js';
+import { blockingRunner, completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs } from '../fakes/task-fixtures.js';
+
+let dirs: Dirs;
+beforeEach(() => {
+  dirs = makeDirs();
+});
+afterEach(() => dirs.remove());
+
+describe('TaskService.submit', () => {
+  it('returns a receipt for a committed initializing row before the runner starts, then runs it to completed', async () => {
+    const runner = completingRunner(dirs);
+    const { service, store } = makeService(dirs, runner);
+    const receipt = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    expect(receipt.taskId).toMatch(/^investigate-[0-9a-f]{32}$/);
+    expect(receipt.state).toBe('initializing');
+    expect(runner.runs).toHaveLength(0);
+    expect(store.tasks.get(receipt.taskId)?.canonicalInputSha256).toBe(receipt.canonicalInputSha256);
+    await until(async () => (await service.get(receipt.taskId)).state === 'completed');
+    // The task files are written when the task starts.
+    expect(existsSync(join(dirs.tasksDir, receipt.taskId, 'canonical-input.json'))).toBe(true);
+    const kinds = store.events.filter((e) => e.taskId === receipt.taskId).map((e) => e.kind);
+    expect(kinds.at(-1)).toBe('terminal');
+  });
+
+  it('rejects bad input, a relative repo and a repo overlapping the data directory without creating anything', async () => {
+    const { service, store } = makeService(dirs, completingRunner(dirs));
+    await expect(service.submit({ workflow: 'investigate', arguments: { objective: '' }, repo: dirs.repo })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: 'relative/path' })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: join(dirs.base, 'data') })).rejects.toMatchObject({ code: 'invalid_input' });
+    expect(store.tasks.size).toBe(0);
+  });
+
+  it('answers storage_full when the durable row cannot be written', async () => {
+    const { service, store } = makeService(dirs, completingRunner(dirs));
+    store.failNextCreate = Object.assign(new Error('SQLITE_FULL: database or disk is full'), { code: 'SQLITE_FULL' });
+    await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo })).rejects.toMatchObject({ code: 'storage_full' });
+  });
+
+  it('a runner error fails the task with its code and the state it was in', async () => {
+    const runner: TaskRunner = {
+      async run({ control }) {
+        await control.transition('candidates_running');
+        throw new FusionError('launch_failed', 'no sandbox');
+      },
+    };
+    const { service } = makeService(dirs, runner);
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await service.get(taskId)).state === 'failed');
+    expect((await service.get(taskId)).error).toMatchObject({ code: 'launch_failed', state: 'candidates_running' });
+  });
+
+  it('refuses with busy (nothing created) when the waiting bound is reached', async () => {
+    const runner = blockingRunner();
+    const { service, store } = makeService(dirs, runner, {
+      dispatcher: createDirectDispatcher(1),
+      admission: { maxQueued: 1, maxQueuedPerCaller: 1, concurrency: 1 },
+    });
+    await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await runner.started;
+    await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo })).rejects.toMatchObject({ code: 'busy' });
+    expect(store.tasks.size).toBe(2);
+    await service.shutdown();
+  });
+});
+
+describe('TaskService.cancel', () => {
+  it('moves a running task to cancelled, aborts its run and waits for it', async () => {
+    const runner = blockingRunner();
+    const { service } = makeService(dirs, runner);
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    const ctx = await runner.started;
+    await until(async () => (await service.get(taskId)).state === 'candidates_running');
+    const task = await service.cancel(taskId);
+    expect(task.state).toBe('cancelled');
+    expect(task.error).toMatchObject({ code: 'cancelled', state: 'candidates_running' });
+    expect(ctx.signal.aborted).toBe(true);
+    expect(service.runningTaskIds().has(taskId)).toBe(false);
+  });
+
+  it('returns a terminal task as it is, and not_found for an unknown id', async () => {
+    const { service } = makeService(dirs, completingRunner(dirs));
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await service.get(taskId)).state === 'completed');
+    expect((await service.cancel(taskId)).state).toBe('completed');
+    await expect(service.cancel('investigate-0000')).rejects.toMatchObject({ code: 'not_found' });
+  });
+});
+
+describe('TaskService.recover', () => {
+  it('resumes a task left running once, and fails it when it was already resumed', async () => {
+    const first = makeService(dirs, blockingRunner());
+    const { taskId } = await first.service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await first.service.get(taskId)).state === 'candidates_running');
+    await first.service.shutdown();
+    expect((await first.store.getTask(taskId))?.state).toBe('candidates_running');
+
+    // A new service over the same store (a restarted daemon).
+    const runner = blockingRunner();
+    const second = makeService(dirs, runner, { store: first.store });
+    expect(await second.service.recover()).toEqual({ resumed: [taskId], failed: [] });
+    const ctx = await runner.started;
+    expect(ctx.resume).toBe(true);
+    await second.service.shutdown();
+
+    const third = makeService(dirs, blockingRunner(), { store: first.store });
+    expect(await third.service.recover()).toEqual({ resumed: [], failed: [taskId] });
+    expect((await first.store.getTask(taskId))?.error).toMatchObject({ code: 'supervisor_restarted' });
+  });
+
+  it('refuses new tasks after shutdown', async () => {
+    const { service } = makeService(dirs, completingRunner(dirs));
+    await service.shutdown();
+    await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo })).rejects.toMatchObject({ code: 'shutting_down' });
+  });
+});
