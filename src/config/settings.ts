@@ -78,8 +78,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const leaseMs = intFrom(env.FUSION_TASK_LEASE_MS);
   const stalledCheckMs = intFrom(env.FUSION_TASK_STALLED_CHECK_MS);
   const daemonId = env.FUSION_DAEMON_ID?.trim();
-  const uid = intFrom(env.FUSION_SANDBOX_UID);
-  const gid = intFrom(env.FUSION_SANDBOX_GID);
+  const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
   const socketGroup = socketGroupOf(args, env);
   return {
     home: resolveHome(args, env),
@@ -95,9 +94,8 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
     ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
     ...(daemonId ? { daemonId } : {}),
+    ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
     ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
-    ...(uid !== undefined ? { sandboxUid: uid } : {}),
-    ...(gid !== undefined ? { sandboxGid: gid } : {}),
     ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),
