@@ -23,10 +23,11 @@ import { TaskService } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler, type ApiContext } from './api/routes.js';
-import { assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
+import { MAX_CONNECTIONS_PER_CALLER, assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
 import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
 import { loadPeerCredReader } from './api/peer-cred.js';
 import { checkRepoAsCaller } from './tasks/repo-access.js';
+import { isPrivileged } from './tasks/caller.js';
 import { createDockerLauncher } from './launcher/docker.js';
 import { childImage } from './launcher/docker-config.js';
 import { createDaemonUidPool } from './launcher/daemon-uid-pool.js';
@@ -177,7 +178,7 @@ function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): So
   }
   prepareGroupSocketDir(config.socketPath, group, resolve(config.home));
   log.info({ group: group.name, gid: group.gid, socket: config.socketPath }, 'socket shared with a group: its members are callers (SO_PEERCRED)');
-  return { group, identify: reader.read, onIdentifyError };
+  return { group, identify: reader.read, onIdentifyError, perCaller: { maxConnections: MAX_CONNECTIONS_PER_CALLER, unbounded: (caller) => isPrivileged(caller, uid) } };
 }
 
 export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
