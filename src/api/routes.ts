@@ -150,6 +150,9 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
 
   if (parts.length === 2 && parts[1] === 'health') {
     allow('GET');
+    // A socket-group member gets the liveness answer only: the full health names the data
+    // directory, the roster, free space and queue depths (other callers' activity).
+    if (!privileged) return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });
     return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox(), ...(await ctx.health?.()) });
   }
   if (parts.length === 4 && parts[1] === 'admin' && parts[2] === 'maintenance' && ctx.runMaintenance !== undefined) {

@@ -229,6 +229,8 @@ suite('non-root callers over a --socket-group socket', () => {
     // The all-tasks stream carries nothing of alice's; metrics and maintenance are the admin's.
     expect((await http(bob, 'GET', '/v1/events?follow=false')).text).toBe('');
     expect((await http(bob, 'GET', '/metrics')).status).toBe(403);
+    // Health is liveness only for a member: no data directory, roster, free space or queue depths.
+    expect(Object.keys(JSON.parse((await http(bob, 'GET', '/v1/health')).text) as object).sort()).toEqual(['ok', 'startedAt', 'version']);
     expect((await http(bob, 'POST', '/v1/admin/maintenance/backup')).status).toBe(403);
   }, 120_000);
 
@@ -279,6 +281,7 @@ suite('non-root callers over a --socket-group socket', () => {
   it('root sees everything: every task, with its caller recorded', async () => {
     const listed = await rootCli('tasks', '--json');
     expect((JSON.parse(listed.stdout) as { tasks: { taskId: string }[] }).tasks.map((t) => t.taskId)).toContain(taskId);
+    expect(JSON.parse((await http('root', 'GET', '/v1/health')).text)).toHaveProperty('sandbox');
     const status = await rootCli('status', taskId, '--json');
     expect(JSON.parse(status.stdout)).toMatchObject({ taskId, state: 'completed', callerUid: Number(sh('id', '-u', alice).trim()) });
   }, 60_000);
