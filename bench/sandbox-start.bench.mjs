@@ -1,4 +1,5 @@
-// Child start overhead per sandbox backend, measured against bare runs in the same process.
+// Child start overhead per sandbox backend (isolation tier: bwrap, docker, gvisor), measured
+// against bare runs of the same runtime in the same process.
 //
 // For each usable backend, N times:
 //   launcherFirstRequestMs  launcher.launch() called → the child's first request arrives on a
@@ -8,9 +9,16 @@
 //   launcherTotalMs         launch() called → exit resolved (container/cgroup cleaned up).
 // Baselines, same run:
 //   bare docker: `docker run --rm --network none IMAGE node -e 0` (wall time of the CLI);
+//   bare gvisor: `docker run --rm --runtime runsc --network none --security-opt seccomp=unconfined
+//                IMAGE node -e 0` (Docker's default profile, applied inside by --oci-seccomp,
+//                answers clone3 with ENOSYS, which aborts Node under runsc 20221219; the
+//                launcher's own profile leaves clone3 to gVisor, see src/launcher/gvisor.ts);
 //   bare bwrap:  `bwrap --unshare-all --die-with-parent <ro /usr …> node -e 0`.
 // Ratios are launcher first-request median / bare median (bare includes exit and removal, the
 // launcher number stops at the first request; both include one node start-up).
+//
+// As root, every launcher start includes leasing the sandbox's own uid and (bwrap) the private
+// binds of the repository and code (src/launcher/uid-pool.ts, private-binds.ts).
 //
 // Docker only: the same hardened container created ahead of time (created, not started) and
 // timed from start to first request (precreatedFirstRequestMs), next to the creation cost
@@ -35,10 +43,14 @@ import { createBwrapLauncher } from '../dist/src/launcher/bwrap.js';
 import { DEFAULT_DOCKER_SOCKET, createDockerLauncher } from '../dist/src/launcher/docker.js';
 import { CHILD_IMAGE, containerConfig } from '../dist/src/launcher/docker-config.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from '../dist/src/launcher/docker-seccomp.js';
+import { createGvisorLauncher } from '../dist/src/launcher/gvisor.js';
 import { DEFAULT_SANDBOX_LIMITS } from '../dist/src/launcher/port.js';
+import { DEFAULT_SANDBOX_UIDS } from '../dist/src/launcher/uid-pool.js';
 import { silentLogger } from '../dist/src/log.js';
 
 const IS_ROOT = process.getuid?.() === 0;
+/** The pre-created containers' uid: the default range's last id (the launcher's pool starts at random). */
+const PRECREATED_UID = IS_ROOT ? DEFAULT_SANDBOX_UIDS.end : process.getuid();
 const CHILD_SCRIPT = "require('net').connect('/run/fusion/broker.sock').end('x')";
 
 function stats(samples) {
@@ -69,8 +81,7 @@ async function brokerStandIn(dir) {
   });
   server.listen(socketPath);
   await once(server, 'listening');
-  await chmod(socketPath, 0o600);
-  if (IS_ROOT) await chown(socketPath, 65534, 65534);
+  await chmod(socketPath, 0o600); // each launch hands it to that sandbox's own uid
   return {
     socketPath,
     next: () => new Promise((resolve) => { waiter = resolve; }),
@@ -87,8 +98,7 @@ async function scratchDirs() {
   await mkdir(repoDir, { mode: 0o755 });
   await writeFile(join(repoDir, 'README.md'), '# bench\n', { mode: 0o644 });
   await mkdir(outDir, { mode: 0o700 });
-  await mkdir(sockDir, { mode: 0o700 });
-  if (IS_ROOT) for (const dir of [outDir, sockDir]) await chown(dir, 65534, 65534);
+  await mkdir(sockDir, { mode: 0o711 }); // as the workflow's staging: traversable, root's
   return { root, repoDir, outDir, sockDir };
 }
 
@@ -164,10 +174,11 @@ async function benchDocker(dirs, broker, iterations) {
     const config = containerConfig({
       spec: { taskId: 'bench', label: `pre-${i}`, repoDir: dirs.repoDir, outDir: dirs.outDir, brokerSocketPath: broker.socketPath,
         command: ['node', '-e', CHILD_SCRIPT], env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp' }, limits: DEFAULT_SANDBOX_LIMITS },
-      image: CHILD_IMAGE, identity: { uid: IS_ROOT ? 65534 : process.getuid(), gid: IS_ROOT ? 65534 : process.getgid(), dropPrivileges: IS_ROOT },
+      image: CHILD_IMAGE, identity: { uid: PRECREATED_UID, gid: PRECREATED_UID, dropPrivileges: IS_ROOT },
       nanoCpus: 1e9, owner: 'bench', seccompOpt: dockerSeccompSecurityOpt(arch),
     });
     const { name, ...body } = config;
+    if (IS_ROOT) for (const path of [broker.socketPath, dirs.outDir]) await chown(path, PRECREATED_UID, PRECREATED_UID);
     let started = performance.now();
     const { Id: id } = await engine('POST', `/containers/create?name=${encodeURIComponent(name)}`, body);
     const createdMs = performance.now() - started;
@@ -191,13 +202,29 @@ async function benchDocker(dirs, broker, iterations) {
   };
 }
 
-/** Both backends must be usable (bench/run.mjs skips loudly locally, fails in CI). */
+async function benchGvisor(dirs, broker, iterations) {
+  const launcher = createGvisorLauncher({ log: silentLogger(), owner: 'bench' });
+  const check = await launcher.check();
+  if (!check.ok) return { skipped: check.reason };
+  const measured = await measureLauncher(launcher, dirs, broker, iterations);
+  const bare = [];
+  for (let i = 0; i < iterations + 1; i += 1) {
+    const ms = await timeCommand('docker', ['run', '--rm', '--runtime', 'runsc', '--network', 'none', '--security-opt', 'seccomp=unconfined', CHILD_IMAGE, 'node', '-e', '0']);
+    if (i > 0) bare.push(ms);
+  }
+  const bareMs = stats(bare);
+  return { image: CHILD_IMAGE, runtime: 'runsc', ...measured, bareMs, ratioFirstRequestToBare: Math.round((measured.launcherFirstRequestMs.median / bareMs.median) * 100) / 100 };
+}
+
+/** Every tier must be usable (bench/run.mjs skips loudly locally, fails in CI). */
 export async function prerequisites() {
   const missing = [];
   const bwrap = await createBwrapLauncher({ log: silentLogger() }).check();
   if (!bwrap.ok) missing.push(`bwrap: ${bwrap.reason}`);
   const docker = await createDockerLauncher({ log: silentLogger(), owner: 'bench' }).check();
   if (!docker.ok) missing.push(`docker: ${docker.reason}`);
+  const gvisor = await createGvisorLauncher({ log: silentLogger(), owner: 'bench' }).check();
+  if (!gvisor.ok) missing.push(`gvisor: ${gvisor.reason}`);
   return missing;
 }
 
@@ -208,7 +235,8 @@ export default async function run() {
   try {
     const bwrap = await benchBwrap(dirs, broker, iterations).catch((err) => ({ error: err.message }));
     const docker = await benchDocker(dirs, broker, iterations).catch((err) => ({ error: err.message }));
-    return { name: 'sandbox-start', iterations, unit: 'ms', bwrap, docker };
+    const gvisor = await benchGvisor(dirs, broker, iterations).catch((err) => ({ error: err.message }));
+    return { name: 'sandbox-start', iterations, unit: 'ms', bwrap, docker, gvisor };
   } finally {
     await broker.close();
     await rm(dirs.root, { recursive: true, force: true });

@@ -4,6 +4,8 @@
 #                            (offline machines; `make image` falls back to it by itself)
 #   make system-deps-docker  as root: installs Debian's docker.io when dockerd is absent and
 #                            starts dockerd when the engine does not answer
+#   make system-deps-gvisor  as root: installs runsc and registers it as the engine's `runsc`
+#                            runtime (the `--sandbox gvisor` tier); reloads dockerd only on change
 #   make image-ready         `make image` when an engine answers; otherwise a loud skip locally
 #                            and a failure in CI (CI=true), where Docker tests never skip
 .PHONY: image base-image system-deps-docker image-ready
@@ -51,5 +53,10 @@ image-ready: build
 
 # Wiring into the root targets: set-up also provides Docker, and the test suite gets the image
 # (the Docker and containment suites need it; in CI they fail rather than skip without it).
-system-deps: system-deps-docker
+system-deps: system-deps-docker system-deps-gvisor
+
+# The gVisor tier: runsc installed and registered with the engine (scripts/setup-gvisor.sh).
+.PHONY: system-deps-gvisor
+system-deps-gvisor: system-deps-docker
+	@bash scripts/setup-gvisor.sh
 test: image-ready

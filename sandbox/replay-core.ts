@@ -12,8 +12,9 @@
  * Node builtins only: this file runs inside the sandbox (sandbox/replay-main.ts) and in the
  * offline verifier.
  */
-import { readFile, readdir } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { isToolName, runTool, type ToolLimits } from './tools/index.js';
+import { openRegularFile } from './tools/open-regular.js';
 import { resolveInRepo } from './path-confine.js';
 import { SKIPPED_DIR_NAMES, startsInsideSkipped } from './tools/walk.js';
 import { sha256Hex } from '../src/contracts/sha256.js';
@@ -103,14 +104,25 @@ async function treeDigest(realDir: string, display: string, fileCache: Map<strin
   return sha256Hex(lines.join('\n'));
 }
 
+/** SHA-256 of a regular file, or null for anything else (never blocks on a FIFO or device). */
+async function regularDigest(abs: string): Promise<string | null> {
+  try {
+    const opened = await openRegularFile(abs);
+    if (opened.special !== undefined) return null;
+    try {
+      return sha256Hex(await opened.fh.readFile());
+    } finally {
+      await opened.fh.close();
+    }
+  } catch {
+    return null;
+  }
+}
+
 async function fileDigest(abs: string, cache: Map<string, string>): Promise<string> {
   let digest = cache.get(abs);
   if (digest === undefined) {
-    try {
-      digest = sha256Hex(await readFile(abs));
-    } catch {
-      digest = 'unreadable';
-    }
+    digest = (await regularDigest(abs)) ?? 'unreadable';
     cache.set(abs, digest);
   }
   return digest;
@@ -129,12 +141,13 @@ async function touchedBy(root: string, call: ReplayCall, fileCache: Map<string, 
   const key = resolved.displayPath;
   let digest = treeCache.get(resolved.realPath);
   if (digest === undefined) {
-    try {
-      const content = await readFile(resolved.realPath);
-      digest = sha256Hex(content);
-    } catch (err) {
-      digest = (err as NodeJS.ErrnoException).code === 'EISDIR' ? await treeDigest(resolved.realPath, key, fileCache) : 'unreadable';
-    }
+    const kind = await openRegularFile(resolved.realPath).then(async (opened) => {
+      if (opened.special !== undefined) return opened.special;
+      await opened.fh.close();
+      return null;
+    }, () => 'unreadable');
+    if (kind === 'directory') digest = await treeDigest(resolved.realPath, key, fileCache);
+    else digest = kind === null ? ((await regularDigest(resolved.realPath)) ?? 'unreadable') : 'unreadable';
     treeCache.set(resolved.realPath, digest);
   }
   return { [key]: digest };

@@ -21,3 +21,19 @@ if ((${#need[@]})); then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# The sandbox uid range (docs/operations.md#sandbox-uids): registered as root's subordinate ids
+# so tools that hand out subordinate ranges (useradd, podman) never give it to someone else.
+# Only when no line names an id of it yet; FUSION_SANDBOX_UIDS=START-END overrides the default.
+range=${FUSION_SANDBOX_UIDS:-2100000000-2100065535}
+start=${range%-*}
+count=$(( ${range#*-} - start + 1 ))
+if [[ $(id -u) -eq 0 ]]; then
+  for file in /etc/subuid /etc/subgid; do
+    touch "$file"
+    if ! awk -F: -v s="$start" -v c="$count" '$2 <= s + c - 1 && $2 + $3 - 1 >= s { found = 1 } END { exit !found }' "$file"; then
+      echo "root:$start:$count" >>"$file"
+      echo "setup: registered sandbox ids $start-$((start + count - 1)) in $file" >&2
+    fi
+  done
+fi

@@ -24,6 +24,7 @@ import { loadPeerCredReader } from './api/peer-cred.js';
 import { checkRepoAsCaller } from './tasks/repo-access.js';
 import { createDockerLauncher } from './launcher/docker.js';
 import { childImage } from './launcher/docker-config.js';
+import { createDaemonUidPool } from './launcher/daemon-uid-pool.js';
 import { createGuardedFetch, toBrokerFetcher } from './egress/guarded-fetch.js';
 import { parseResolveList } from './egress/resolve-list.js';
 import { createLauncherFactories } from './launcher/factories.js';
@@ -190,13 +191,17 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
   const isRoot = process.getuid?.() === 0;
-  const sandboxOwner = isRoot ? { uid: config.sandboxUid, gid: config.sandboxGid } : null;
+  // One uid per sandbox from the configured range (root only: changing uid needs privileges).
+  const uidPool = createDaemonUidPool(config.sandboxUids, isRoot, log);
+  // What "a sandbox uid" may read, for the host-side checks that must not see more than a
+  // sandbox could (any uid of the range stands for all of them: none owns anything).
+  const sandboxOwner = isRoot ? { uid: uidPool.range.start, gid: uidPool.range.start } : null;
 
   // Containers of this daemon carry an owner label derived from its home, so start-up reaping
   // removes only this daemon's orphans (never another daemon's or `sandbox exec`'s).
   const dockerOwner = `daemon-${sha256Hex(config.home).slice(0, 12)}`;
   const factories: LauncherFactories =
-    overrides.launcherFactories ?? createLauncherFactories({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
+    overrides.launcherFactories ?? createLauncherFactories({ log, uidPool, dockerOwner, allowRlimitFallback: config.sandboxRlimitFallback });
   const launchers = new Map<string, Promise<Launcher>>();
   const launcherFor = (choice: 'auto' | LauncherName): Promise<Launcher> => {
     const key = choice === 'auto' ? config.sandbox : choice;
@@ -328,7 +333,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // launch new ones, whatever the backend now (a daemon restarted with bwrap still owns the
   // containers its killed predecessor left).
   const docker = !overrides.launcherFactories && existsSync('/var/run/docker.sock')
-    ? createDockerLauncher({ log, sandboxUid: config.sandboxUid, sandboxGid: config.sandboxGid, owner: dockerOwner })
+    ? createDockerLauncher({ log, uidPool, owner: dockerOwner })
     : undefined;
   if (docker !== undefined) {
     await docker.reapOrphans(new Set()).catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'orphan container reaping failed'));

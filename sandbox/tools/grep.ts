@@ -6,9 +6,9 @@
  * points inside them, and symlinks that leave the root. Regex matching runs under a
  * watchdog (regex-scan.ts) so a catastrophic pattern ends the call instead of hanging it.
  */
-import { constants } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
+import { openRegularFile, specialKind } from './open-regular.js';
 import { resolveInRepo, realRootOf } from '../path-confine.js';
 import { parseArgs, ToolArgError } from './args.js';
 import { compileGlob, MAX_GLOB_CHARS } from './glob.js';
@@ -66,6 +66,8 @@ class GrepRun {
   capReached = false;
   timedOutAt: string | null = null;
   skippedBinary = 0;
+  /** FIFOs, sockets and devices: never opened for reading. */
+  skippedSpecial = 0;
   skippedLarge = 0;
   skippedLongLines = 0;
   unreadable = 0;
@@ -90,10 +92,15 @@ class GrepRun {
     let data: Buffer;
     let fh: FileHandle | undefined;
     try {
-      // O_NOFOLLOW: the walk saw a regular file (or a vetted symlink target) here.
-      fh = await open(file.realPath, constants.O_RDONLY | constants.O_NOFOLLOW);
-      const st = await fh.stat();
-      if (!st.isFile()) return;
+      // The walk saw a regular file (or a vetted symlink target) here; never blocks if a FIFO
+      // or device was swapped in since.
+      const opened = await openRegularFile(file.realPath);
+      if (opened.special !== undefined) {
+        this.skippedSpecial += 1;
+        return;
+      }
+      fh = opened.fh;
+      const st = opened.st;
       if (st.size > this.limits.maxGrepFileBytes) {
         this.skippedLarge += 1;
         return;
@@ -178,6 +185,7 @@ class GrepRun {
     if (walkState.stopped === 'entries') notes.push(`[search stopped early: visited ${walkState.visited} directory entries]`);
     const skipped: string[] = [];
     if (this.skippedBinary > 0) skipped.push(plural(this.skippedBinary, 'binary file', 'binary files'));
+    if (this.skippedSpecial > 0) skipped.push(plural(this.skippedSpecial, 'special file (FIFO, socket or device)', 'special files (FIFOs, sockets or devices)'));
     if (this.skippedLarge > 0) {
       skipped.push(`${plural(this.skippedLarge, 'file', 'files')} larger than ${this.limits.maxGrepFileBytes} bytes`);
     }
@@ -215,6 +223,7 @@ export const grepTool: ToolImpl = async (root, args, limitsIn) => {
         walkState,
       );
       for await (const entry of entries) {
+        if (entry.kind === 'other') run.skippedSpecial += 1;
         if (entry.kind !== 'file' && entry.kind !== 'symlink') continue;
         if (glob !== undefined && !glob(entry.basePath) && !glob(entry.repoPath)) continue;
         let realPath = entry.absPath;
@@ -232,7 +241,7 @@ export const grepTool: ToolImpl = async (root, args, limitsIn) => {
         }
       }
     } else {
-      return { ok: false, error: `grep: ${target.displayPath} is not a regular file or directory` };
+      return { ok: false, error: `grep: ${target.displayPath} is not a regular file or directory (${specialKind(st) ?? 'special file'}); skipped` };
     }
     run.flush();
     return { ok: true, text: run.out.finish(run.notes(walkState)) };

@@ -21,6 +21,10 @@ const MAX_COUNTED_ENTRIES = 1_000_000;
 function format(d: Dirent): string {
   if (d.isSymbolicLink()) return `${d.name}@`;
   if (d.isDirectory()) return `${d.name}/`;
+  // Listed, never opened: the mark tells the model `read` will skip it (ls -F's marks).
+  if (d.isFIFO()) return `${d.name}|`;
+  if (d.isSocket()) return `${d.name}=`;
+  if (d.isCharacterDevice() || d.isBlockDevice()) return `${d.name}%`;
   return d.name;
 }
 

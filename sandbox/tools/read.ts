@@ -5,10 +5,9 @@
  * "of N" note when the file is at most TOTAL_COUNT_MAX_BYTES). Refuses directories and binary
  * files (NUL byte in the first 8 KiB). The output is capped in bytes with an explicit note.
  */
-import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { open } from 'node:fs/promises';
 import { resolveInRepo } from '../path-confine.js';
+import { openRegularFile } from './open-regular.js';
 import { parseArgs } from './args.js';
 import { BINARY_SNIFF_BYTES, CappedLines, looksBinary, toolError } from './output.js';
 import type { ToolImpl } from './types.js';
@@ -87,11 +86,13 @@ export const readTool: ToolImpl = async (root, args, limitsIn) => {
     const target = await resolveInRepo(root, parsed.path);
     const shown = target.displayPath;
 
-    // O_NOFOLLOW: realPath has no symlinks left; refuse if one was swapped in since.
-    fh = await open(target.realPath, constants.O_RDONLY | constants.O_NOFOLLOW);
-    const st = await fh.stat();
-    if (st.isDirectory()) return { ok: false, error: `read: ${shown} is a directory; use ls to list it` };
-    if (!st.isFile()) return { ok: false, error: `read: ${shown} is not a regular file` };
+    // Never blocks (a FIFO, a device): the type is checked before and after a non-blocking
+    // O_NOFOLLOW open (realPath has no symlinks left; one swapped in since is refused).
+    const opened = await openRegularFile(target.realPath);
+    if (opened.special === 'directory') return { ok: false, error: `read: ${shown} is a directory; use ls to list it` };
+    if (opened.special !== undefined) return { ok: false, error: `read: ${shown} is not a regular file (${opened.special}); skipped` };
+    fh = opened.fh;
+    const st = opened.st;
 
     const sniff = Buffer.alloc(BINARY_SNIFF_BYTES);
     const { bytesRead } = await fh.read(sniff, 0, BINARY_SNIFF_BYTES, 0);

@@ -14,16 +14,16 @@
  * command and the daemon can never disagree about the policy.
  */
 import { existsSync } from 'node:fs';
-import { chown, mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
-import { FusionError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { DEFAULT_SANDBOX_LIMITS, type LauncherName, type SandboxExit, type SandboxLimits } from '../launcher/port.js';
 import { selectLauncher } from '../launcher/select.js';
 import { createLauncherFactories } from '../launcher/factories.js';
+import { createUidPool, parseUidRange } from '../launcher/uid-pool.js';
 import { CANDIDATE_ENV } from '../launcher/port.js';
 import { flag, has, parseArgs, usageError, type FlagSpec } from '../config/args.js';
 import type { Env } from '../config/settings.js';
@@ -32,15 +32,16 @@ import type { Io } from './commands.js';
 /** Containers of `sandbox exec` carry this owner, so a daemon's start-up reaping leaves them alone. */
 export const SANDBOX_EXEC_OWNER = 'sandbox-exec';
 
-const FLAGS: Record<string, FlagSpec> = { backend: { value: true }, repo: { value: true }, out: { value: true }, 'log-level': { value: true }, help: {} };
-const CHOICES = ['auto', 'bwrap', 'docker'] as const;
+const FLAGS: Record<string, FlagSpec> = { backend: { value: true }, 'sandbox-uids': { value: true }, repo: { value: true }, out: { value: true }, 'log-level': { value: true }, help: {} };
+const CHOICES = ['auto', 'bwrap', 'docker', 'gvisor'] as const;
 
-export const SANDBOX_HELP = `Usage: fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
+export const SANDBOX_HELP = `Usage: fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
 
 Runs CMD under exactly the candidate sandbox policy (no broker): DIR (default: the current
 directory) read-only at /repo, --out DIR (default: a temporary directory, removed afterwards)
 writable at /out, the built child code at /opt/fusion, no network. Exits with CMD's exit code
 (128+N when killed by signal N, 124 on timeout, 125 over the output cap, 130 when interrupted).
+As root, CMD runs as a uid of its own from --sandbox-uids (default 2100000000-2100065535).
 `;
 
 /** The built tree bound at /opt/fusion (dist/ when running compiled), when it holds the child. */
@@ -67,13 +68,6 @@ function exitCodeOf(exit: SandboxExit): number {
   }
 }
 
-function parseUid(value: string | undefined, name: string): number | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  const id = Number(value);
-  if (!Number.isInteger(id) || id <= 0) throw new FusionError('invalid_config', `${name} must be a positive integer, got ${JSON.stringify(value)}`);
-  return id;
-}
-
 /** `argv` is everything after `fusion sandbox`: `exec [flags] -- CMD ARGS…`. */
 export async function sandboxExecCommand(argv: string[], env: Env, io: Io): Promise<number> {
   const [sub, ...rest] = argv;
@@ -96,12 +90,10 @@ export async function sandboxExecCommand(argv: string[], env: Env, io: Io): Prom
   if (!(await stat(repoDir).then((s) => s.isDirectory(), () => false))) throw usageError(`--repo ${repoDir} is not a directory`);
 
   const log = createLogger({ level: flag(args, 'log-level') ?? env.FUSION_LOG_LEVEL ?? 'warn' });
-  const sandboxUid = parseUid(env.FUSION_SANDBOX_UID, 'FUSION_SANDBOX_UID');
-  const sandboxGid = parseUid(env.FUSION_SANDBOX_GID, 'FUSION_SANDBOX_GID');
+  const uidRange = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
   const factories = createLauncherFactories({
     log,
-    ...(sandboxUid === undefined ? {} : { sandboxUid }),
-    ...(sandboxGid === undefined ? {} : { sandboxGid }),
+    ...(uidRange === undefined ? {} : { uidPool: createUidPool({ range: parseUidRange(uidRange) }) }),
     ...(env.DOCKER_HOST?.startsWith('unix://') ? { dockerSocketPath: env.DOCKER_HOST.slice('unix://'.length) } : {}),
     dockerOwner: SANDBOX_EXEC_OWNER,
     allowRlimitFallback: env.FUSION_SANDBOX_RLIMIT === '1',
@@ -111,7 +103,6 @@ export async function sandboxExecCommand(argv: string[], env: Env, io: Io): Prom
   const keepOut = flag(args, 'out');
   const outDir = keepOut !== undefined ? resolve(keepOut) : await mkdtemp(join(tmpdir(), 'fusion-sandbox-exec-'));
   if (keepOut !== undefined && !(await stat(outDir).then((s) => s.isDirectory(), () => false))) throw usageError(`--out ${outDir} is not a directory`);
-  if (keepOut === undefined && process.getuid?.() === 0) await chown(outDir, sandboxUid ?? 65534, sandboxGid ?? sandboxUid ?? 65534);
 
   const controller = new AbortController();
   const stop = (): void => controller.abort();

@@ -74,8 +74,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const maxQueued = intFrom(flag(args, 'max-queued') ?? env.FUSION_MAX_QUEUED);
   const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
   const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
-  const uid = intFrom(env.FUSION_SANDBOX_UID);
-  const gid = intFrom(env.FUSION_SANDBOX_GID);
+  const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
   const socketGroup = socketGroupOf(args, env);
   return {
     home: resolveHome(args, env),
@@ -87,9 +86,8 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
+    ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
     ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
-    ...(uid !== undefined ? { sandboxUid: uid } : {}),
-    ...(gid !== undefined ? { sandboxGid: gid } : {}),
     ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
     ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
     candidateModels: flagAll(args, 'candidate-model'),

@@ -29,9 +29,11 @@ export const DaemonConfigSchema = z
      */
     keepAttemptFiles: z.boolean().default(false),
     sandbox: z.enum(SANDBOX_CHOICES).default('auto'),
-    /** Unprivileged uid/gid the sandboxes run as when the daemon is root. */
-    sandboxUid: z.number().int().min(1).default(65534),
-    sandboxGid: z.number().int().min(1).default(65534),
+    /**
+     * `START-END`: the uids (and equal gids) a root daemon leases, one per sandbox
+     * (docs/security.md#uid-model); default 2100000000-2100065535.
+     */
+    sandboxUids: z.string().regex(/^\d{1,10}-\d{1,10}$/, 'must be START-END').default('2100000000-2100065535'),
     /**
      * The admin's opt-in to bwrap's weak rlimit mode on a host without a usable cgroup (memory is
      * not really capped, see docs/security.md#isolation-tiers); without it such a host refuses sandboxes.

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { ModelOverridesSchema } from './model-config.js';
 
-export const SANDBOX_CHOICES = ['auto', 'bwrap', 'docker'] as const;
+export const SANDBOX_CHOICES = ['auto', 'bwrap', 'docker', 'gvisor'] as const;
 export type SandboxChoice = (typeof SANDBOX_CHOICES)[number];
 
 export const TaskOptionsSchema = z

@@ -1,10 +1,12 @@
 /**
  * Per-attempt staging directories for sandboxes and stage workers.
  *
- * The data directory stays 0700 and root's; the sandbox runs as an unprivileged uid that must
- * reach its bind sources (bwrap runs as that uid), so each attempt gets a directory under a
- * separate run root (0711: traversable, not listable) owned by the sandbox uid. After the
- * attempt, the supervisor copies what it needs back into the task directory and removes it.
+ * The data directory stays 0700 and root's; the sandbox runs as an unprivileged uid of its own
+ * that must reach its bind sources (bwrap runs as that uid), so each attempt gets a directory
+ * under a separate run root (0711: traversable, not listable). Its `out/` (0700) and broker socket
+ * (0600) are handed to the sandbox's uid by the launcher when it starts the sandbox, never before
+ * (`owner` is for callers that run no launcher). After the attempt, the supervisor copies what it
+ * needs back into the task directory and removes it.
  */
 import { chownSync, mkdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
@@ -56,7 +58,10 @@ export function createStaging(runRoot: string, name: string, owner: SandboxOwner
   const outDir = join(dir, 'out');
   const socketDir = join(dir, 'sock');
   mkdirSync(outDir, { mode: 0o700 });
-  mkdirSync(socketDir, { mode: 0o700 });
+  // Traversable, not listable: the sandbox's uid reaches its socket (0600, its own once the
+  // launcher hands it over); any other uid finds a socket it may not connect to.
+  mkdirSync(socketDir, { mode: 0o711 });
+  chmodSync(socketDir, 0o711);
   if (owner) {
     chownSync(outDir, owner.uid, owner.gid);
     chownSync(socketDir, owner.uid, owner.gid);

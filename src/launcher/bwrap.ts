@@ -46,15 +46,16 @@ import { descendantPids } from './proc-files.js';
 import { detectLimitBackend, type LimitBackend, type LimitMechanism, type LimitPreference, type SandboxCgroup } from './process-limits.js';
 import { Tail } from './process-output.js';
 import { executableProblem, prepareHostPaths, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
+import { leaseIdentity } from './sandbox-lease.js';
+import { privateBinds, type PrivateBinds } from './private-binds.js';
+import { defaultUidPool, type UidPool } from './uid-pool.js';
 import { supervise } from './supervise.js';
 import { validateSpec } from './validate-spec.js';
 
-
 export interface BwrapLauncherOptions {
   log: Logger;
-  /** Host uid/gid of the child when the daemon is root (default 65534/65534). */
-  sandboxUid?: number;
-  sandboxGid?: number;
+  /** Where a root daemon leases each sandbox's uid (default: the process-wide pool). */
+  uidPool?: UidPool;
   bwrapPath?: string;
   /** The node binary whose install is made available inside (default: this process's). */
   nodePath?: string;
@@ -102,7 +103,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
   const log = options.log.child({ component: 'launcher', launcher: 'bwrap' });
   const bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
   const nodePath = options.nodePath ?? process.execPath;
-  const identity: SandboxIdentity = resolveSandboxIdentity(options, {
+  const pool = options.uidPool ?? defaultUidPool();
+  const identity: SandboxIdentity = resolveSandboxIdentity(pool.range, {
     uid: process.getuid?.() ?? 0,
     gid: process.getgid?.() ?? 0,
   });
@@ -125,7 +127,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       throw err;
     }));
 
-  function spawnBwrap(argv: string[], extraFd?: number): ChildProcess {
+  /** `as`: who bwrap runs as; a root daemon's launches drop to it through `private-binds.ts` (argv prefix), checks directly. */
+  function spawnBwrap(argv: string[], extraFd?: number, as?: SandboxIdentity): ChildProcess {
     const [file, ...rest] = argv as [string, ...string[]];
     const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'];
     if (extraFd !== undefined) stdio.push(extraFd);
@@ -136,7 +139,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       cwd: '/',
       // Own process group: terminal signals to the daemon do not reach the sandbox directly.
       detached: true,
-      ...(identity.dropPrivileges ? { uid: identity.uid, gid: identity.gid } : {}),
+      ...(as?.dropPrivileges ? { uid: as.uid, gid: as.gid } : {}),
     });
   }
 
@@ -160,7 +163,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     }
     // A real (tiny) sandbox with the production flags and filter: proves userns, seccomp, binds.
     const invocation = buildBwrapArgs({ runtime: await runtime(), tmpfsBytes: 1024 * 1024, hasRequest: false, env: {}, command: [nodePath, '-e', '0'] });
-    const child = spawnBwrap(bwrapArgv(bwrapPath, invocation));
+    const trialLease = await leaseIdentity(identity, pool, { taskId: 'check', label: 'trial', outDir: '/nonexistent' });
+    const child = spawnBwrap(bwrapArgv(bwrapPath, invocation), undefined, trialLease.identity);
     const stderr = new Tail(TAIL_BYTES);
     child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
     const exited = new Promise<{ code: number | null; error?: Error }>((resolve) => {
@@ -172,6 +176,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     const timer = setTimeout(killTrial, CHECK_TIMEOUT_MS);
     if ((await handshake(child, invocation, undefined, trial).catch(() => null)) === null) killTrial();
     const result = await exited;
+    trialLease.release();
     clearTimeout(timer);
     if (result.code === 0) return { ok: true };
     const why = result.error?.message ?? (stderr.toString().trim() || `exit code ${String(result.code)}`);
@@ -188,13 +193,18 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     let tmp: NoexecTmp | undefined;
     let requestHandle: FileHandle | undefined;
     let mechanism: LimitMechanism | undefined;
+    let who: Awaited<ReturnType<typeof leaseIdentity>> | undefined;
+    let binds: PrivateBinds | undefined;
     try {
       await access(bwrapPath, fsConstants.X_OK).catch(() => {
         throw new FusionError('sandbox_unavailable', `bubblewrap is not usable: ${bwrapPath} is missing; ${INSTALL_HINT}`);
       });
       const [rt, limitBackend] = await Promise.all([runtime(), backend()]);
       mechanism = limitBackend.mechanism;
-      await prepareHostPaths(spec, identity);
+      who = await leaseIdentity(identity, pool, spec);
+      const as = who.identity;
+      await prepareHostPaths(spec, as);
+      if (as.dropPrivileges) binds = await privateBinds(spec, as);
       if (spec.requestFile !== undefined) {
         requestHandle = await open(spec.requestFile, 'r').catch((err: NodeJS.ErrnoException) => {
           throw new FusionError('launch_failed', `requestFile ${spec.requestFile} cannot be opened: ${err.code ?? err.message}`, { retryable: false });
@@ -202,28 +212,28 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       }
       const caps = { memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses };
       let prefix: string[] = [];
-      if (limitBackend.mechanism === 'rlimit') prefix = await limitBackend.commandPrefix(caps, identity.uid);
+      if (limitBackend.mechanism === 'rlimit') prefix = await limitBackend.commandPrefix(caps, as.uid);
       else {
         const name = `${sanitizeName(spec.taskId)}.${sanitizeName(spec.label)}.${randomUUID().slice(0, 8)}`;
         cgroup = await limitBackend.create(name, caps).catch((err: unknown) => {
           throw new FusionError('launch_failed', `cannot create the sandbox cgroup: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
         });
       }
-      if (identity.dropPrivileges) {
+      if (as.dropPrivileges) {
         sweptTmps ??= sweepNoexecTmps();
         await sweptTmps;
-        tmp = await mountNoexecTmp(randomUUID().slice(0, 12), limits.tmpfsBytes, identity.uid, identity.gid).catch((err: unknown) => {
+        tmp = await mountNoexecTmp(randomUUID().slice(0, 12), limits.tmpfsBytes, as.uid, as.gid).catch((err: unknown) => {
           throw new FusionError('launch_failed', `cannot mount the sandbox /tmp: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
         });
       }
       const invocation = buildBwrapArgs({
-        runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: spec.repoDir, outDir: spec.outDir,
+        runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: binds?.repoDir ?? spec.repoDir, outDir: spec.outDir,
         ...(tmp === undefined ? {} : { tmpDir: tmp.dir }),
-        ...(spec.codeDir === undefined ? {} : { codeDir: spec.codeDir }),
+        ...(spec.codeDir === undefined ? {} : { codeDir: binds?.codeDir ?? spec.codeDir }),
         ...(spec.brokerSocketPath === undefined ? {} : { brokerSocketPath: spec.brokerSocketPath }),
         hasRequest: requestHandle !== undefined, env: spec.env ?? {}, command: spec.command,
       });
-      const child = spawnBwrap([...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
+      const child = spawnBwrap([...(binds?.prefix ?? []), ...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
       const ownCgroup = cgroup;
       const ownTmp = tmp;
       cgroup = undefined; // from here on the supervision's inspect removes them
@@ -231,6 +241,14 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       const progress: HandshakeProgress = { initPid: undefined, released: false };
       const supervision = superviseBwrap(child, spec, startedAt, ownCgroup, ownTmp, progress, mechanism);
       const handle = supervision.handle;
+      // The uid and the mount points outlive the launch call: the exit path gives them back.
+      const [leased, mounts] = [who, binds];
+      who = undefined;
+      binds = undefined;
+      void handle.exit.finally(() => {
+        leased.release();
+        void mounts?.cleanup();
+      });
       const spawnError = await new Promise<Error | null>((resolve) => {
         child.once('spawn', () => resolve(null));
         child.once('error', (err) => resolve(err));
@@ -264,7 +282,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
         });
       }
       supervision.started();
-      log.info({ ...base, pid: child.pid, initPid, uid: identity.uid, gid: identity.gid, limitMechanism: mechanism,
+      log.info({ ...base, pid: child.pid, initPid, uid: as.uid, gid: as.gid, limitMechanism: mechanism,
         memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses, wallMs: limits.wallMs, idleMs: limits.idleMs,
         launchMs: Math.round(performance.now() - startedAt) }, 'sandbox launched');
       return handle;
@@ -272,6 +290,8 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       await requestHandle?.close().catch(() => undefined);
       await cgroup?.destroy().catch(() => undefined);
       await tmp?.release();
+      await binds?.cleanup().catch(() => undefined);
+      who?.release();
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', (err as Error).message, { retryable: isRetryable(err), cause: err });
       log.warn({ ...base, code: error.code, retryable: error.retryable, limitMechanism: mechanism, reason: untrusted(error.message, 500) }, 'sandbox launch failed');
       throw error;

@@ -11,7 +11,7 @@ import type { SandboxIdentity } from './sandbox-user.js';
 import { packageVersion } from '../common/package-version.js';
 
 export const CHILD_IMAGE_LABEL = 'org.fusion.child';
-export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt' } as const;
+export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt', uid: 'org.fusion.uid' } as const;
 const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
 
 /** `fusion-child:<package version>`, what `make image` builds. */
@@ -33,6 +33,10 @@ export interface ContainerInput {
   owner: string;
   requestCopy?: string;
   seccompOpt: string;
+  /** OCI runtime (`runsc` for the gVisor tier); absent: the engine's default (runc). */
+  runtime?: string;
+  /** Host tasks the runtime itself needs in the container's pids cgroup (gVisor's Sentry and gofer). */
+  pidsHeadroom?: number;
 }
 
 /** The complete create options of one sandbox container. Pure, for tests. */
@@ -55,7 +59,7 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     ReadonlyRootfs: true,
     CapDrop: ['ALL'],
     SecurityOpt: ['no-new-privileges:true', input.seccompOpt],
-    PidsLimit: limits.maxProcesses,
+    PidsLimit: limits.maxProcesses + (input.pidsHeadroom ?? 0),
     Memory: limits.memoryBytes,
     MemorySwap: limits.memoryBytes,
     // Under host memory pressure the children die first, never the daemon.
@@ -75,11 +79,18 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     Mounts: mounts,
     // RLIMIT_CPU: the kernel's own bound on a busy child, never reached while the wall clock is
     // kept (see docker-deadline-keeper.ts); SIGXCPU at the soft limit, SIGKILL at the hard one.
-    Ulimits: [{ Name: 'core', Soft: 0, Hard: 0 }, { Name: 'cpu', Soft: cpuSeconds, Hard: cpuSeconds + 5 }],
+    Ulimits: [
+      { Name: 'core', Soft: 0, Hard: 0 },
+      { Name: 'cpu', Soft: cpuSeconds, Hard: cpuSeconds + 5 },
+      // With runtime headroom in the pids cgroup, the child's own cap is the process rlimit,
+      // which gVisor's Sentry enforces per sandbox (its uid is the sandbox's alone).
+      ...(input.pidsHeadroom === undefined ? [] : [{ Name: 'nproc', Soft: limits.maxProcesses, Hard: limits.maxProcesses }]),
+    ],
     // Output is streamed through attach; nothing is kept on the engine's disk.
     LogConfig: { Type: 'none', Config: {} },
     AutoRemove: false,
     RestartPolicy: { Name: 'no', MaximumRetryCount: 0 },
+    ...(input.runtime === undefined ? {} : { Runtime: input.runtime }),
   };
   return {
     name: `fusion-${sanitize(spec.taskId)}-${sanitize(spec.label)}-${randomUUID().slice(0, 8)}`,
@@ -92,7 +103,7 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     NetworkDisabled: true,
     AttachStdin: false, AttachStdout: true, AttachStderr: true, OpenStdin: false, Tty: false,
     StopSignal: 'SIGTERM',
-    Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: input.owner, [LABELS.taskId]: spec.taskId, [LABELS.attempt]: spec.label },
+    Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: input.owner, [LABELS.taskId]: spec.taskId, [LABELS.attempt]: spec.label, [LABELS.uid]: String(identity.uid) },
     HostConfig: hostConfig,
   };
 }

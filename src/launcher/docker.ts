@@ -5,8 +5,8 @@
  * What the child gets (see `containerConfig` in `docker-config.ts`): the child image (Node + the built sandbox/ code,
  * `Dockerfile.child`), no network at all (`NetworkMode: none`: only `lo`), a read-only root, no
  * capabilities, no_new_privs, the project's seccomp profile (`docker-seccomp.ts`, generated from
- * the bwrap filter's policy), an unprivileged uid (65534 when the daemon is root, else the
- * daemon's own uid, like bwrap), docker-init as pid 1 (reaps zombies, forwards signals), private
+ * the bwrap filter's policy), an unprivileged uid (one leased per sandbox when the daemon is
+ * root, else the daemon's own uid, like bwrap), docker-init as pid 1 (reaps zombies, forwards signals), private
  * pid/IPC/cgroup/UTS namespaces (IPC without /dev/shm), a pids cap, memory = memory+swap, a CPU
  * share, a size-capped noexec tmpfs /tmp (with /out the only writable places), and exactly
  * `spec.env` plus PATH (Docker itself adds HOSTNAME and, unless given, HOME). Binds: /repo ro,
@@ -37,9 +37,10 @@ import { demux, engineMessage, isTransient, withTimeout, type EngineError } from
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
 import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
+import { leaseIdentity } from './sandbox-lease.js';
 import { supervise } from './supervise.js';
+import { defaultUidPool, type UidPool } from './uid-pool.js';
 import { validateSpec } from './validate-spec.js';
-
 
 export const DEFAULT_DOCKER_SOCKET = '/var/run/docker.sock';
 const CHECK_TIMEOUT_MS = 1_000;
@@ -54,9 +55,16 @@ export interface DockerLauncherOptions {
   docker?: Docker;
   /** Default /var/run/docker.sock. */
   socketPath?: string;
-  /** Host uid/gid of the child when the daemon is root (default 65534/65534). */
-  sandboxUid?: number;
-  sandboxGid?: number;
+  /** Where a root daemon leases each sandbox's uid (default: the process-wide pool). */
+  uidPool?: UidPool;
+  /** OCI runtime (`runsc` for the gVisor tier, see gvisor.ts); default the engine's (runc). */
+  runtime?: string;
+  /** Host tasks the runtime needs beyond the child's processes (gvisor.ts). */
+  pidsHeadroom?: number;
+  /** Replaces the seccomp security option derived from the policy (gvisor.ts adapts it to runsc). */
+  seccompOpt?: (policyOpt: string) => string;
+  /** The backend name this launcher reports (`gvisor` when built by gvisor.ts). */
+  name?: 'docker' | 'gvisor';
   /** CPU share per child in CPUs (default 1). */
   cpus?: number;
   /** Label value separating this daemon's containers from other daemons' on the same engine. */
@@ -69,6 +77,14 @@ export interface DockerLauncher extends Launcher {
   readonly image: string;
   /** Removes this owner's labelled containers that no live task owns; returns their ids. */
   reapOrphans(liveTaskIds: Set<string>): Promise<string[]>;
+  /** The OCI runtimes the engine has registered (`runc`, `runsc`…). */
+  runtimes(): Promise<string[]>;
+}
+
+/** Whether the engine still has a container of that name (for the uid pool's liveness check); errors count as yes. */
+export function dockerContainerProbe(socketPath: string = DEFAULT_DOCKER_SOCKET): (name: string) => Promise<boolean> {
+  const docker = new Docker({ socketPath });
+  return (name) => docker.getContainer(name).inspect().then(() => true, (err: EngineError) => err.statusCode !== 404);
 }
 
 function launchError(message: string, details: Record<string, unknown>, cause?: unknown): FusionError {
@@ -92,8 +108,10 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promi
     let info = await stat(path).catch(() => null);
     if (info === null) throw launchError(`${name} ${path} does not exist`, { [name]: path });
     if (kind === 'dir' ? !info.isDirectory() : !info.isSocket()) throw launchError(`${name} ${path} is not a ${kind === 'dir' ? 'directory' : 'Unix socket'}`, { [name]: path });
-    if (identity.dropPrivileges && (name === 'outDir' || name === 'brokerSocketPath') && (info.uid !== uid || info.gid !== gid)) {
+    if (identity.dropPrivileges && (name === 'outDir' || name === 'brokerSocketPath')) {
+      // This sandbox's uid alone: /out 0700, the socket 0600 (connect() needs write on it).
       await chown(path, uid, gid);
+      await chmod(path, name === 'outDir' ? 0o700 : 0o600);
       info = await stat(path);
     }
     const have = permittedBits(info, uid, gid);
@@ -103,15 +121,17 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promi
 
 
 export function createDockerLauncher(options: DockerLauncherOptions): DockerLauncher {
-  const log = options.log.child({ component: 'launcher', launcher: 'docker' });
+  const log = options.log.child({ component: 'launcher', launcher: options.name ?? 'docker' });
   const socketPath = options.socketPath ?? DEFAULT_DOCKER_SOCKET;
   const docker = options.docker ?? new Docker({ socketPath });
   const image = options.image ?? CHILD_IMAGE;
   const owner = options.owner ?? 'default';
   const nanoCpus = Math.round((options.cpus ?? 1) * 1e9);
-  const identity = resolveSandboxIdentity(options, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
+  const pool = options.uidPool ?? defaultUidPool();
+  const identity = resolveSandboxIdentity(pool.range, { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
+  const backendName = options.name ?? 'docker';
   const arch = hostSeccompArch();
-  const seccompOpt = arch === null ? null : dockerSeccompSecurityOpt(arch);
+  const seccompOpt = arch === null ? null : (options.seccompOpt ?? ((opt: string) => opt))(dockerSeccompSecurityOpt(arch));
   const keeper = deadlineKeeper(socketPath);
   /** Container ids this launcher runs right now (never reaped). */
   const live = new Set<string>();
@@ -169,10 +189,13 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     let scratch: string | undefined;
     let container: Docker.Container | undefined;
     let supervised = false;
+    let who: Awaited<ReturnType<typeof leaseIdentity>> | undefined;
     let containerPid: number | undefined;
     try {
       if (seccompOpt === null) throw new FusionError('sandbox_unavailable', `no seccomp policy for architecture ${process.arch}`);
-      await preparePaths(spec, identity);
+      who = await leaseIdentity(identity, pool, spec);
+      const as = who.identity;
+      await preparePaths(spec, as);
       let requestCopy: string | undefined;
       if (spec.requestFile !== undefined) {
         // A private, world-readable snapshot (like bwrap's --ro-bind-data): the host file's mode does not matter.
@@ -183,7 +206,8 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
         });
         await chmod(requestCopy, 0o444);
       }
-      const config = containerConfig({ spec, image, identity, nanoCpus, owner, seccompOpt, ...(requestCopy === undefined ? {} : { requestCopy }) });
+      const config = containerConfig({ spec, image, identity: as, nanoCpus, owner, seccompOpt, ...(requestCopy === undefined ? {} : { requestCopy }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }), ...(options.pidsHeadroom === undefined ? {} : { pidsHeadroom: options.pidsHeadroom }) });
+      if (config.name !== undefined) who.noteContainer(config.name);
       try {
         container = await docker.createContainer(config);
       } catch (err) {
@@ -197,8 +221,11 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       const stream = (await container.attach({ stream: true, stdout: true, stderr: true })) as unknown as Readable;
       const supervision = superviseContainer(container, stream, spec, startedAt, scratch, () => containerPid);
       const handle = supervision.handle;
-      // From here on the supervision's exit path removes the container and the scratch copy.
+      // From here on the supervision's exit path removes the container and the scratch copy,
+      // and then gives the uid back.
       supervised = true;
+      const leased = who;
+      void handle.exit.finally(() => leased.release());
       try {
         await container.start();
       } catch (err) {
@@ -218,7 +245,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
         (r: { StatusCode?: number }) => supervision.exited({ code: typeof r.StatusCode === 'number' ? r.StatusCode : null, signal: null }),
         () => supervision.exited({ code: null, signal: null }),
       );
-      log.info({ ...base, containerId: container.id.slice(0, 12), image, uid: identity.uid, gid: identity.gid,
+      log.info({ ...base, containerId: container.id.slice(0, 12), image, runtime: options.runtime ?? 'runc', uid: as.uid, gid: as.gid,
         memoryBytes: spec.limits.memoryBytes, maxProcesses: spec.limits.maxProcesses, wallMs: spec.limits.wallMs, idleMs: spec.limits.idleMs,
         launchMs: Math.round(performance.now() - startedAt) }, 'sandbox launched');
       return handle;
@@ -229,6 +256,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
           live.delete(container.id);
         }
         if (scratch !== undefined) await rm(scratch, { recursive: true, force: true });
+        who?.release();
       }
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', engineMessage(err), { retryable: container === undefined && isTransient(err), cause: err, details: base });
       log.warn({ ...base, code: error.code, retryable: error.retryable, reason: untrusted(error.message, 500) }, 'sandbox launch failed');
@@ -281,5 +309,10 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     };
   }
 
-  return { name: 'docker', image, check, launch, reapOrphans };
+  async function runtimes(): Promise<string[]> {
+    const info = (await withTimeout(docker.info() as Promise<{ Runtimes?: Record<string, unknown> }>, CHECK_TIMEOUT_MS * 5, 'the Docker engine')) ?? {};
+    return Object.keys(info.Runtimes ?? {});
+  }
+
+  return { name: backendName, image, check, launch, reapOrphans, runtimes };
 }

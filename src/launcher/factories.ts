@@ -6,13 +6,14 @@
 import type { Logger } from '../log.js';
 import { createBwrapLauncher } from './bwrap.js';
 import { createDockerLauncher } from './docker.js';
+import { createGvisorLauncher } from './gvisor.js';
+import type { UidPool } from './uid-pool.js';
 import type { LauncherFactories } from './select.js';
 
 export interface LauncherFactoryOptions {
   log: Logger;
-  /** Host uid/gid of sandboxed children when running as root (config sandboxUid/sandboxGid). */
-  sandboxUid?: number;
-  sandboxGid?: number;
+  /** Where a root daemon leases each sandbox's uid (config sandboxUids); default the process-wide pool. */
+  uidPool?: UidPool;
   /** Docker engine socket (default /var/run/docker.sock). */
   dockerSocketPath?: string;
   /** Label separating this process's containers from other daemons' (orphan reaping). */
@@ -23,19 +24,17 @@ export interface LauncherFactoryOptions {
 
 /** The launcher factories of the daemon and of `fusion sandbox exec`: one construction for both. */
 export function createLauncherFactories(options: LauncherFactoryOptions): LauncherFactories {
-  const ids = {
-    ...(options.sandboxUid === undefined ? {} : { sandboxUid: options.sandboxUid }),
-    ...(options.sandboxGid === undefined ? {} : { sandboxGid: options.sandboxGid }),
+  const ids = options.uidPool === undefined ? {} : { uidPool: options.uidPool };
+  const engine = {
+    log: options.log,
+    ...ids,
+    ...(options.dockerSocketPath === undefined ? {} : { socketPath: options.dockerSocketPath }),
+    ...(options.dockerOwner === undefined ? {} : { owner: options.dockerOwner }),
   };
   return {
     bwrap: () => createBwrapLauncher({ log: options.log, ...ids, ...(options.allowRlimitFallback === undefined ? {} : { allowRlimitFallback: options.allowRlimitFallback }) }),
-    docker: () =>
-      createDockerLauncher({
-        log: options.log,
-        ...ids,
-        ...(options.dockerSocketPath === undefined ? {} : { socketPath: options.dockerSocketPath }),
-        ...(options.dockerOwner === undefined ? {} : { owner: options.dockerOwner }),
-      }),
+    docker: () => createDockerLauncher(engine),
+    gvisor: () => createGvisorLauncher(engine),
   };
 }
 

@@ -20,7 +20,7 @@ export const SANDBOX_PATHS = {
   tmp: '/tmp',
 } as const;
 
-export type LauncherName = 'bwrap' | 'docker';
+export type LauncherName = 'bwrap' | 'docker' | 'gvisor';
 
 export interface SandboxLimits {
   wallMs: number;

@@ -1,54 +1,41 @@
 /**
  * Who the sandboxed child runs as on the host, and making the bound host paths usable by it.
  *
- * A root daemon never lets a child run as root: bwrap is spawned with an unprivileged uid/gid
- * (default 65534 nobody/nogroup, supplementary groups cleared) and creates an *unprivileged* user
- * namespace mapping that uid to itself, so files the child writes to /out are owned by that uid
- * on the host and a sandbox escape lands in an account that owns nothing. This needs unprivileged
- * user namespaces (`user.max_user_namespaces` > 0 and, on kernels that have it,
+ * A root daemon never lets a child run as root: each sandbox runs as a uid leased for it alone
+ * (`uid-pool.ts`, supplementary groups cleared); bwrap creates an *unprivileged* user namespace
+ * mapping that uid to itself, so files the child writes to /out are owned by that uid on the host
+ * and a sandbox escape lands in an account that owns nothing but its own attempt. This needs
+ * unprivileged user namespaces (`user.max_user_namespaces` > 0 and, on kernels that have it,
  * `kernel.unprivileged_userns_clone=1`).
  *
- * Consequence for operators: bwrap opens every bound host path *as that uid*, so the repository
- * and the code directory must be readable (`o+rx` on directories, `o+r` on files) and every
- * ancestor directory traversable (`o+x`); `/root` (0700) cannot hold them. The launcher makes
- * `/out` and the broker socket the uid's own (chown) and checks the rest before launching, so a
- * permission problem is a clear `launch_failed` rather than a bwrap error.
+ * bwrap opens its bind sources as that uid: the repository and the code directory are bound
+ * privately by root first (`private-binds.ts`), so only the directories themselves must be
+ * readable, not their ancestors; /out and the broker socket must be reachable (the staging run
+ * root is 0711). The launcher makes `/out` and the broker socket the uid's own (chown, 0700 and
+ * 0600) and checks the rest before launching, so a permission problem is a clear
+ * `launch_failed` rather than a bwrap error.
  *
- * A non-root daemon runs children as its own uid (a sandboxUid would need privileges).
+ * A non-root daemon runs children as its own uid (changing uid needs privileges).
  */
 import type { Stats } from 'node:fs';
 import { chmod, chown, realpath, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { FusionError } from '../errors.js';
 
-export const DEFAULT_SANDBOX_ID = 65534;
-
 export interface SandboxIdentity {
   uid: number;
   gid: number;
-  /** True when the daemon is root and bwrap must be spawned with uid/gid set. */
+  /** True when the daemon is root: every sandbox runs as a uid leased for it (`sandbox-lease.ts`). */
   dropPrivileges: boolean;
 }
 
-export function resolveSandboxIdentity(
-  requested: { sandboxUid?: number; sandboxGid?: number },
-  current: { uid: number; gid: number },
-): SandboxIdentity {
-  if (current.uid === 0) {
-    const uid = requested.sandboxUid ?? DEFAULT_SANDBOX_ID;
-    const gid = requested.sandboxGid ?? (requested.sandboxUid === undefined ? DEFAULT_SANDBOX_ID : uid);
-    for (const [name, id] of [['sandboxUid', uid], ['sandboxGid', gid]] as const) {
-      if (!Number.isInteger(id) || id <= 0 || id > 0xfffffffe) {
-        throw new FusionError('invalid_config', `${name} must be a non-root id (1..4294967294), got ${id}`);
-      }
-    }
-    return { uid, gid, dropPrivileges: true };
-  }
-  if (requested.sandboxUid !== undefined && requested.sandboxUid !== current.uid) {
-    throw new FusionError('invalid_config', 'sandboxUid can only be chosen when the daemon runs as root', {
-      details: { sandboxUid: requested.sandboxUid, daemonUid: current.uid },
-    });
-  }
+/**
+ * The launcher's base identity. A root daemon's is a stand-in (the range's first id, for the
+ * readiness checks only): each launch leases its own uid from the pool. A non-root daemon's
+ * sandboxes run as the daemon's own uid.
+ */
+export function resolveSandboxIdentity(range: { start: number }, current: { uid: number; gid: number }): SandboxIdentity {
+  if (current.uid === 0) return { uid: range.start, gid: range.start, dropPrivileges: true };
   return { uid: current.uid, gid: current.gid, dropPrivileges: false };
 }
 
@@ -98,6 +85,18 @@ export async function accessProblem(path: string, uid: number, gid: number, need
   return null;
 }
 
+/** Why uid/gid cannot use the directory `path` itself with the given bits (its ancestors are not considered). */
+export async function inodeProblem(path: string, uid: number, gid: number, need: number): Promise<string | null> {
+  let info: Stats;
+  try {
+    info = await stat(path);
+  } catch (err) {
+    return `${path} does not exist (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+  }
+  const have = permittedBits(info, uid, gid);
+  return (have & need) === need ? null : `${path} grants ${describeBits(have)} to uid ${uid}, needs ${describeBits(need)}`;
+}
+
 export const ACCESS = { read: R, write: W, exec: X, readDir: R | X, writeDir: R | W | X } as const;
 
 export interface HostPaths {
@@ -125,27 +124,31 @@ export async function prepareHostPaths(paths: HostPaths, identity: SandboxIdenti
   }
   if (!outInfo.isDirectory()) throw launchError(`outDir ${paths.outDir} is not a directory`, { outDir: paths.outDir });
   if (identity.dropPrivileges) {
-    // The child must own /out: its files then land on the host owned by the sandbox uid.
+    // The child must own /out, and no other uid may enter it: its files then land on the host
+    // owned by the sandbox uid, readable by that uid and root only.
     await chown(paths.outDir, uid, gid);
-    if ((outInfo.mode & 0o700) !== 0o700) await chmod(paths.outDir, (outInfo.mode & 0o7777) | 0o700);
+    await chmod(paths.outDir, 0o700);
     if (paths.brokerSocketPath !== undefined) {
       // connect() on a Unix socket needs write permission on the socket inode.
-      await chown(paths.brokerSocketPath, uid, gid).catch((err: NodeJS.ErrnoException) => {
+      await chown(paths.brokerSocketPath, uid, gid).then(() => chmod(paths.brokerSocketPath!, 0o600)).catch((err: NodeJS.ErrnoException) => {
         throw launchError(`broker socket ${paths.brokerSocketPath} cannot be handed to uid ${uid}: ${err.code ?? err.message}`, {
           brokerSocketPath: paths.brokerSocketPath,
         });
       });
     }
   }
-  const checks: Array<[string, string | undefined, number]> = [
-    ['repoDir', paths.repoDir, ACCESS.readDir],
-    ['outDir', paths.outDir, ACCESS.writeDir],
-    ['codeDir', paths.codeDir, ACCESS.readDir],
-    ['brokerSocketPath', paths.brokerSocketPath, ACCESS.write],
+  // A root daemon binds the repository and the code privately (`private-binds.ts`): their
+  // ancestors need not be reachable by the uid, only the directories themselves.
+  const privately = identity.dropPrivileges;
+  const checks: Array<[string, string | undefined, number, boolean]> = [
+    ['repoDir', paths.repoDir, ACCESS.readDir, privately],
+    ['outDir', paths.outDir, ACCESS.writeDir, false],
+    ['codeDir', paths.codeDir, ACCESS.readDir, privately],
+    ['brokerSocketPath', paths.brokerSocketPath, ACCESS.write, false],
   ];
-  for (const [name, path, need] of checks) {
+  for (const [name, path, need, inodeOnly] of checks) {
     if (path === undefined) continue;
-    const problem = await accessProblem(path, uid, gid, need);
+    const problem = inodeOnly ? await inodeProblem(path, uid, gid, need) : await accessProblem(path, uid, gid, need);
     if (problem !== null) throw launchError(`${name}: ${problem}`, { [name]: path, uid });
   }
 }

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { FusionError, toFusionError } from '../errors.js';
 import { CANDIDATE_TOOLS, CHILD_LIMITS, OUTPUT_CAPS, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
 import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
-import { CANDIDATE_ENV, SANDBOX_PATHS, type SandboxExit } from '../launcher/port.js';
+import { CANDIDATE_ENV, SANDBOX_PATHS, type LauncherName, type SandboxExit } from '../launcher/port.js';
 import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
@@ -121,7 +121,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   const name = attemptDirName(stage, rec.attempt);
   const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
   // Unix socket paths are limited to 107 bytes: keep staging names short.
-  const staging = createStaging(deps.runRoot, `${run.task.id.slice(-12)}-${name}`, deps.sandboxOwner);
+  // The launcher hands /out and the broker socket to the sandbox's own uid when it starts it.
+  const staging = createStaging(deps.runRoot, `${run.task.id.slice(-12)}-${name}`, null);
   const workflow = run.canonicalInput.workflow;
   const declaredUrls = run.canonicalInput.context.declared_sources.map((s) => s.canonical_url);
   const tools = candidateTools(workflow);
@@ -157,7 +158,6 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run, pages) } : {}),
     onActivity: () => handle?.markActivity(),
     log,
-    ...(deps.sandboxOwner ? { socketOwner: deps.sandboxOwner } : {}),
   });
   let outcome: 'succeeded' | 'failed' = 'failed';
   let detail: Record<string, unknown> = {};
@@ -250,8 +250,8 @@ function recordingFetcher(fetcher: Fetcher, run: RunState, pages: RunState['fetc
   };
 }
 
-function sandboxChoice(run: RunState): 'auto' | 'bwrap' | 'docker' {
-  const options = JSON.parse(run.task.options) as { sandbox?: 'auto' | 'bwrap' | 'docker' };
+function sandboxChoice(run: RunState): 'auto' | LauncherName {
+  const options = JSON.parse(run.task.options) as { sandbox?: 'auto' | LauncherName };
   return options.sandbox ?? 'auto';
 }
 

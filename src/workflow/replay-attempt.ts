@@ -11,6 +11,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
+import type { LauncherName } from '../launcher/port.js';
 import {
   alignStreamedReplay, buildReplayRecord, compareReplay, replayInputs, startStreamingReplay, REPLAY_DIR, type RawToolCall,
 } from '../audit/replay.js';
@@ -22,7 +23,7 @@ export interface AttemptReplayInput {
   tools: readonly string[];
   /** The broker's live list of raw calls the model asked for. */
   rawCalls: () => readonly RawToolCall[];
-  sandbox: 'auto' | 'bwrap' | 'docker';
+  sandbox: 'auto' | LauncherName;
   signal: AbortSignal;
 }
 
@@ -41,7 +42,8 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
     repoDir: run.task.repoDir,
     codeDir: deps.codeDir,
     runRoot: deps.runRoot,
-    owner: deps.sandboxOwner,
+    // Root-owned until the launcher hands /out and the feed socket to the replay's own uid.
+    owner: null,
     limits: deps.sandboxLimits,
     tools: input.tools,
     rawCalls: input.rawCalls,

@@ -5,7 +5,7 @@
 import type { Logger } from '../log.js';
 import type { TaskRecord } from '../store/port.js';
 import type { TaskControl } from '../tasks/runner-port.js';
-import type { Launcher, SandboxLimits } from '../launcher/port.js';
+import type { Launcher, LauncherName, SandboxLimits } from '../launcher/port.js';
 import type { Roster } from '../models/roster.js';
 import type { TaskOptions } from '../contracts/task-options.js';
 import type { StageWorkers } from './stage-workers.js';
@@ -24,7 +24,7 @@ export interface WorkflowDeps {
   codeDir: string;
   /** The worker thread entry of the stage pool (evaluator/repair/merger). */
   stageJobFile: string;
-  launcherFor(choice: 'auto' | 'bwrap' | 'docker'): Promise<Launcher>;
+  launcherFor(choice: 'auto' | LauncherName): Promise<Launcher>;
   /** The models serving a task, from its stored options (per-task overrides on the configured roster). */
   rosterFor(options: TaskOptions): { roster: Roster; describe(): unknown };
   stageWorkers: StageWorkers;

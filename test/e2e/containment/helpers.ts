@@ -12,18 +12,20 @@ import { createLogger, type Logger } from '../../../src/log.js';
 import type { Launcher, LauncherName } from '../../../src/launcher/port.js';
 import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
 import { createDockerLauncher, type DockerLauncher } from '../../../src/launcher/docker.js';
+import { createGvisorLauncher } from '../../../src/launcher/gvisor.js';
 
 export { captureLogs, type LogCapture } from '../shared/logs.js';
 export { freshOutDir, IS_ROOT, limits, makeScratch, PROBES_DIR, probe, report, run, type RunResult, type RunSpec, type Scratch } from '../shared/sandbox.js';
 
 export const IN_CI = process.env.CI === 'true';
-export const BACKENDS: LauncherName[] = ['bwrap', 'docker'];
+export const BACKENDS: LauncherName[] = ['bwrap', 'docker', 'gvisor'];
 /** Separates these tests' containers from a daemon's on the same engine (orphan reaping). */
 export const TEST_OWNER = 'fusion-e2e';
 
 /** Builds a backend's launcher exactly as the daemon does (src/main.ts factories). */
 export function createLauncher(name: LauncherName, log: Logger): Launcher {
   if (name === 'bwrap') return createBwrapLauncher({ log });
+  if (name === 'gvisor') return createGvisorLauncher({ log, owner: TEST_OWNER });
   return createDockerLauncher({ log, owner: TEST_OWNER });
 }
 
@@ -38,7 +40,8 @@ export async function backendAvailability(): Promise<Record<LauncherName, { ok: 
     ? await createBwrapLauncher({ log: quiet }).check()
     : { ok: false, reason: '/usr/bin/bwrap is missing (apt-get install bubblewrap)' };
   const docker = await createDockerLauncher({ log: quiet }).check();
-  return { bwrap, docker };
+  const gvisor = await createGvisorLauncher({ log: quiet }).check();
+  return { bwrap, docker, gvisor };
 }
 
 /**

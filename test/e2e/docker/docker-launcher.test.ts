@@ -4,6 +4,7 @@
  * removal after collection, orphan reaping and launch failures. Containment itself is proven by
  * the shared suite in test/e2e/containment (run against every backend).
  */
+import { DEFAULT_SANDBOX_UIDS } from '../../../src/launcher/uid-pool.js';
 import { once } from 'node:events';
 import { chmod, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -111,7 +112,14 @@ describeBackend('docker launcher', status, () => {
       expect(host.SecurityOpt[0]).toBe('no-new-privileges:true');
       expect(host.SecurityOpt[1]).toMatch(/^seccomp=\{"defaultAction":"SCMP_ACT_ALLOW".*io_uring_setup/);
       expect(host.Tmpfs['/tmp']).toMatch(/noexec/);
-      expect(inspect.Config.User).toBe('65534:65534');
+      // Under root: the uid leased for this sandbox alone (gid = uid), recorded on a label too.
+      const [uid, gid] = inspect.Config.User.split(':').map(Number);
+      expect(gid).toBe(uid);
+      if (process.getuid?.() === 0) {
+        expect(uid).toBeGreaterThanOrEqual(DEFAULT_SANDBOX_UIDS.start);
+        expect(uid).toBeLessThanOrEqual(DEFAULT_SANDBOX_UIDS.end);
+      }
+      expect(info?.Labels[LABELS.uid]).toBe(String(uid));
       expect(inspect.State.Pid).toBeGreaterThan(0);
       expect(handle.pid).toBe(inspect.State.Pid);
     } finally {
@@ -289,10 +297,10 @@ describeBackend('docker launcher', status, () => {
     expect(lines[1]).toMatchObject({ reason: 'exited', exitCode: 3 });
   });
 
-  it('an unreadable repository is a clear launch_failed', async () => {
+  it('a repository directory that denies the sandbox uid is a clear launch_failed', async () => {
     const dir = await mkdtemp(join(scratch.root, 'private-repo-'));
     await chmod(dir, 0o700);
     const err = await run(launcher, scratch, { command: probe('exit-code.mjs'), repoDir: dir }).catch((e: unknown) => e);
-    if (process.getuid?.() === 0) expect(err).toMatchObject({ code: 'launch_failed', message: expect.stringMatching(/repoDir .* not usable by uid 65534/) });
+    if (process.getuid?.() === 0) expect(err).toMatchObject({ code: 'launch_failed', message: expect.stringMatching(/repoDir .* not usable by uid \d+/) });
   });
 });

@@ -3,7 +3,7 @@
  * scratch directories, the test limits, and a `run()` that launches a probe-capable sandbox and
  * collects its output.
  */
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type SandboxExit, type SandboxHandle, type SandboxLimits, type SandboxSpec } from '../../../src/launcher/port.js';
@@ -55,6 +55,11 @@ export type RunSpec = Partial<SandboxSpec> & Pick<SandboxSpec, 'command'>;
 export async function run(launcher: Launcher, scratch: Scratch, spec: RunSpec, onStart?: (handle: SandboxHandle) => void): Promise<RunResult> {
   let stdout = '';
   let stderr = '';
+  // Every sandbox runs as a uid of its own: a file the previous one left in the shared /out is
+  // not the next one's to overwrite (as with the workflow's fresh /out per attempt).
+  if (spec.outDir === undefined) {
+    for (const name of await readdir(scratch.outDir)) await rm(join(scratch.outDir, name), { recursive: true, force: true });
+  }
   const handle = await launcher.launch({
     taskId: 'task-e2e',
     label: 'probe',

@@ -10,6 +10,7 @@
  * The daemon code is the TypeScript source (for types); the sandbox child and the stage worker
  * run the compiled tree in dist/ (built by test/global-setup.ts), bound at /opt/fusion.
  */
+import { DEFAULT_SANDBOX_UIDS } from '../../../src/launcher/uid-pool.js';
 import { cpSync, chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -31,9 +32,11 @@ export const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 export const DIST = join(ROOT, 'dist');
 export const BWRAP_PATH = '/usr/bin/bwrap';
 export const FIXTURE_REPO = join(ROOT, 'test', 'fixtures', 'e2e', 'repo');
-export const SANDBOX_UID = 65534;
-/** The uid sandbox processes run as: the unprivileged sandbox uid under root, else our own. */
-export const EXPECTED_SANDBOX_UID = process.getuid?.() === 0 ? SANDBOX_UID : (process.getuid?.() ?? SANDBOX_UID);
+/** Whether `uid` is one a sandbox may run as: under root a leased uid of the default range, else our own. */
+export function isSandboxUid(uid: number): boolean {
+  if (process.getuid?.() !== 0) return uid === process.getuid?.();
+  return uid >= DEFAULT_SANDBOX_UIDS.start && uid <= DEFAULT_SANDBOX_UIDS.end;
+}
 
 /** The request every suite asks about the fixture (a token-bucket rate limiter). */
 export const REFILL_ARGS = {
@@ -185,7 +188,7 @@ export interface LauncherHooks {
 
 /** The real bwrap launcher, wrapped: records every sandbox; optional after-exit hook. */
 export function trackingLauncher(log: Logger, records: LaunchRecord[], hooks: LauncherHooks = {}): Launcher {
-  const inner = createBwrapLauncher({ log, sandboxUid: SANDBOX_UID, sandboxGid: SANDBOX_UID });
+  const inner = createBwrapLauncher({ log });
   return {
     name: inner.name,
     check: () => inner.check(),

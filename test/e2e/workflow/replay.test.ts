@@ -17,7 +17,7 @@ import type { BrokerRecord, ToolCallLogRecord } from '../../../src/contracts/bro
 import { crossCheckConversation } from '../../../src/audit/cross-check.js';
 import { buildReplayRecord, compareReplay, replayInSandbox, replayInputs, replayRecordOffline } from '../../../src/audit/replay.js';
 import { runTool } from '../../../sandbox/tools/index.js';
-import { DIST, SANDBOX_UID, copyFixtureRepo, describeWithBwrap } from './helpers.js';
+import { DIST, copyFixtureRepo, describeWithBwrap } from './helpers.js';
 
 const sha = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 const TOOLS = ['read', 'grep', 'find', 'ls'];
@@ -40,7 +40,7 @@ function brokerFor(calls: Array<{ name: string; args: string }>, results: string
 describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
   let fixture: { root: string; repo: string };
   let runRoot: string;
-  const launcher = createBwrapLauncher({ log: silentLogger(), sandboxUid: SANDBOX_UID, sandboxGid: SANDBOX_UID });
+  const launcher = createBwrapLauncher({ log: silentLogger() });
   beforeAll(() => {
     fixture = copyFixtureRepo();
     runRoot = mkdtempSync(join(tmpdir(), 'fsn-rp-'));
@@ -59,7 +59,7 @@ describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
   const replay = (logRecords: ToolCallLogRecord[]) =>
     replayInSandbox({
       launcher, taskId: 'investigate-replaytest', label: 'candidate-1.attempt-1', repoDir: fixture.repo, codeDir: DIST, runRoot,
-      owner: process.getuid?.() === 0 ? { uid: SANDBOX_UID, gid: SANDBOX_UID } : null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
+      owner: null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
       calls: replayInputs(logRecords, calls.map((c) => ({ name: c.name, arguments: c.args })), CANDIDATE_TOOLS),
     });
 

@@ -5,27 +5,15 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FusionError } from '../../../src/errors.js';
 import { ACCESS, accessProblem, permittedBits, resolveSandboxIdentity } from '../../../src/launcher/sandbox-user.js';
 
 describe('resolveSandboxIdentity', () => {
-  it('drops a root daemon to 65534 by default', () => {
-    expect(resolveSandboxIdentity({}, { uid: 0, gid: 0 })).toEqual({ uid: 65534, gid: 65534, dropPrivileges: true });
+  it('a root daemon drops privileges; the stand-in uid is the range start (each launch leases its own)', () => {
+    expect(resolveSandboxIdentity({ start: 2_100_000_000 }, { uid: 0, gid: 0 })).toEqual({ uid: 2_100_000_000, gid: 2_100_000_000, dropPrivileges: true });
   });
 
-  it('uses a configured uid (and the same gid unless given)', () => {
-    expect(resolveSandboxIdentity({ sandboxUid: 1500 }, { uid: 0, gid: 0 })).toEqual({ uid: 1500, gid: 1500, dropPrivileges: true });
-    expect(resolveSandboxIdentity({ sandboxUid: 1500, sandboxGid: 20 }, { uid: 0, gid: 0 })).toMatchObject({ gid: 20 });
-  });
-
-  it('refuses to run a sandbox as root', () => {
-    expect(() => resolveSandboxIdentity({ sandboxUid: 0 }, { uid: 0, gid: 0 })).toThrow(FusionError);
-    expect(() => resolveSandboxIdentity({ sandboxGid: 0 }, { uid: 0, gid: 0 })).toThrow(/non-root/);
-  });
-
-  it('keeps a non-root daemon\'s own uid and rejects another one', () => {
-    expect(resolveSandboxIdentity({}, { uid: 1000, gid: 1000 })).toEqual({ uid: 1000, gid: 1000, dropPrivileges: false });
-    expect(() => resolveSandboxIdentity({ sandboxUid: 2000 }, { uid: 1000, gid: 1000 })).toThrow(/root/);
+  it("keeps a non-root daemon's own uid", () => {
+    expect(resolveSandboxIdentity({ start: 2_100_000_000 }, { uid: 1000, gid: 1000 })).toEqual({ uid: 1000, gid: 1000, dropPrivileges: false });
   });
 });
 
