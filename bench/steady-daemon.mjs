@@ -4,6 +4,7 @@
 import process from 'node:process';
 import { setTimeout } from 'node:timers';
 import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { startDaemon, buildConfig } from '../dist/src/main.js';
 import { silentLogger } from '../dist/src/log.js';
 
@@ -14,7 +15,16 @@ process.on('SIGUSR2', () => {
   globalThis.gc?.();
   setTimeout(() => {
     globalThis.gc?.();
-    process.stdout.write(`RSS ${process.memoryUsage().rss}\n`);
+    const mem = process.memoryUsage();
+    // Where the growth sits (JS heap, external buffers, or native anon memory) goes to stderr.
+    let anon = '';
+    try {
+      anon = /^Anonymous:\s+(\d+) kB/m.exec(readFileSync('/proc/self/smaps_rollup', 'utf8'))?.[1] ?? '';
+    } catch {
+      // Not Linux: the rollup is optional detail.
+    }
+    process.stderr.write(`MEM ${JSON.stringify({ ...mem, anonKb: Number(anon) || undefined })}\n`);
+    process.stdout.write(`RSS ${mem.rss}\n`);
   }, 200);
 });
 process.stdout.write(`READY ${daemon.socketPath}\n`);

@@ -4,6 +4,8 @@
 // default 1000, BENCH_SHORT 20). Goal: RSS(after N) ≤ 1.2 × RSS(after 10). Also reported: bytes
 // on disk per completed task (task folders + database + WAL, growth over the run / tasks;
 // goal ≤ 60 KB).
+// The daemon also prints a `MEM {…}` line on stderr at each reading (process.memoryUsage() and
+// the Anonymous total of /proc/self/smaps_rollup) to tell V8 heap growth from native growth.
 import { iterations } from './short.mjs';
 import process from 'node:process';
 import { clearInterval, setInterval, setTimeout } from 'node:timers';

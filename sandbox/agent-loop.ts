@@ -1,6 +1,6 @@
 /**
  * The agent loop shared by every child: candidates (inside the sandbox, with read/grep/find/ls
- * and, for research, fusion_web_fetch) and the evaluator, repair and merger stage workers (Bree
+ * and, for research, fusion_web_fetch) and the evaluator, repair and merger stage workers (pooled
  * worker threads on the host, no tools). Node builtins and `src/contracts/constants.ts` only.
  *
  *   messages = request.messages

@@ -37,7 +37,7 @@ import { createLauncherFactories } from './launcher/factories.js';
 import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
-import { createBreeStageWorkers } from './workflow/stage-workers.js';
+import { createStageWorkerPool } from './workflow/stage-workers.js';
 import { prepareRunRoot } from './launcher/attempt-dirs.js';
 import type { Roster } from './models/roster.js';
 import type { BudgetConfig } from './contracts/budget.js';
@@ -321,7 +321,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     throw err;
   }
 
-  const stageWorkers = instrumentStageWorkers(createBreeStageWorkers({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log }));
+  const stageWorkers = instrumentStageWorkers(createStageWorkerPool({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log }));
   const runner =
     overrides.runner ??
     createFusionWorkflow({

@@ -1,5 +1,5 @@
 /**
- * Evaluator, repair and merger: one Bree worker thread each, no tools, their own broker socket
+ * Evaluator, repair and merger: one run in a pooled stage worker thread each, no tools, their own broker socket
  * (so every model call of every stage goes through the one place that holds credentials and
  * keeps the record). Output is preserved whole; the cap is checked here (docs/behaviour.md#b8).
  */

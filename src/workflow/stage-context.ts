@@ -22,7 +22,7 @@ export interface WorkflowDeps {
   runRoot: string;
   /** Host directory of the built code (dist/), bound read-only at /opt/fusion. */
   codeDir: string;
-  /** The Bree job file for evaluator/repair/merger. */
+  /** The worker thread entry of the stage pool (evaluator/repair/merger). */
   stageJobFile: string;
   launcherFor(choice: 'auto' | LauncherName): Promise<Launcher>;
   /** The models serving a task, from its stored options (per-task overrides on the configured roster). */

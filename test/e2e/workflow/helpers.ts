@@ -1,6 +1,6 @@
 /**
  * Shared set-up for the workflow e2e suites: a real daemon (in-process, real
- * socket, real SQLite, real bwrap sandboxes, real Bree stage workers) over the fixture
+ * socket, real SQLite, real bwrap sandboxes, real stage worker threads) over the fixture
  * repository `test/fixtures/e2e/repo`, with test-only seams:
  *   - providers that wrap the builtin engine (capture, slow, crash, oversized, fenced JSON);
  *   - a launcher that wraps the real bwrap launcher (records every sandbox, can tamper with
@@ -23,7 +23,7 @@ import type { Launcher, SandboxExit, SandboxHandle, SandboxSpec } from '../../..
 import { createBuiltinProvider, type BuiltinStrategy } from '../../../src/models/builtin/index.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../../src/models/port.js';
 import { fixedRoster, type Roster } from '../../../src/models/roster.js';
-import { createBreeStageWorkers, type StageWorkers } from '../../../src/workflow/stage-workers.js';
+import { createStageWorkerPool, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import type { WorkflowDeps } from '../../../src/workflow/stage-context.js';
 import { FusionClient } from '../../../src/client/index.js';
 import { captureLogs as captureSharedLogs, type LogCapture } from '../shared/logs.js';
@@ -262,7 +262,7 @@ export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemo
   const logs = captureLogs();
   const launches: LaunchRecord[] = [];
   // The stage worker runs the compiled job (dist/), like the sandbox child.
-  const stageWorkers: StageWorkers = createBreeStageWorkers({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
+  const stageWorkers: StageWorkers = createStageWorkerPool({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
   const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'info', sandbox: 'bwrap', keepAttemptFiles: options.keepAttemptFiles ?? true });
   const daemon = await startDaemon(config, {
     log: logs.log,
