@@ -441,6 +441,16 @@ for (const backend of BACKENDS) {
       expect(files.exit.outDirOverflow).toBe('more than 20 files in /out');
     });
 
+    it('/out filled past its cap right before a clean exit (between two polls) is still reported', async () => {
+      const burst = await run(launcher, scratch, {
+        command: probe('containment/out-burst.mjs', '12'),
+        outDir: await freshOutDir(scratch, `burst-${backend}`),
+        limits: limits({ maxOutBytes: 8 * MiB, wallMs: 60_000 }),
+      });
+      expect(burst.stdout).toBe('done\n');
+      expect(burst.exit).toMatchObject({ reason: 'exited', exitCode: 0, outDirOverflow: `more than ${8 * MiB} bytes in /out` });
+    });
+
     it('the wall timeout kills', async () => {
       const { exit, stdout } = await run(launcher, scratch, {
         command: probe('sleep.mjs'),
