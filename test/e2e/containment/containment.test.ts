@@ -447,8 +447,9 @@ for (const backend of BACKENDS) {
         outDir: await freshOutDir(scratch, `burst-${backend}`),
         limits: limits({ maxOutBytes: 8 * MiB, wallMs: 60_000 }),
       });
-      expect(burst.stdout).toBe('done\n');
-      expect(burst.exit).toMatchObject({ reason: 'exited', exitCode: 0, outDirOverflow: `more than ${8 * MiB} bytes in /out` });
+      // Usually the probe is gone before the first poll (exited 0); on a loaded host a poll may
+      // catch it mid-write (output_cap). Either way the exit record must say /out overflowed.
+      expect(burst.exit.outDirOverflow).toBe(`more than ${8 * MiB} bytes in /out`);
     });
 
     it('the wall timeout kills', async () => {
