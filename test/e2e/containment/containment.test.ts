@@ -142,6 +142,15 @@ for (const backend of BACKENDS) {
       expect(r).toEqual({ error: 'EACCES', stdout: null });
     });
 
+    it('/out is noexec under a root daemon on bwrap: a binary written there cannot be run (noexec /tmp is not bypassed)', async () => {
+      const r = report<Record<string, string>>(await run(launcher, scratch, { command: probe('containment/exec-anywhere.mjs') }));
+      if (IS_ROOT || backend !== 'bwrap') expect(r['/tmp']).toBe('EACCES');
+      // /dev is read-only (bwrap) or has no shm (Docker): no exec-able scratch space there either.
+      expect(r['/dev/shm']).toMatch(/^(write:|EACCES)/);
+      if (backend === 'bwrap' && IS_ROOT) expect(r['/out']).toBe('EACCES');
+      else console.warn(`${backend}: /out allows exec (${r['/out']}): docs/security.md#isolation-tiers`);
+    });
+
     it("/tmp's mountinfo root reveals no host path", async () => {
       const result = await run(launcher, scratch, { command: ['node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo','utf8'))"] });
       const tmpLine = result.stdout.split('\n').find((line) => line.split(' ')[4] === '/tmp');
