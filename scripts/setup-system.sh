@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what the sandboxes and tests need, when missing: bubblewrap (candidate
 # sandboxes), iproute2, util-linux (prlimit, setpriv), redis-server (the research-queue tests
-# start their own redis-server processes on random loopback ports; no system service is used). Runs apt only as root and only for what is
+# start their own redis-server processes on random loopback ports; no system service is used),
+# postgresql (likewise: the PostgreSQL store tests start their own servers). Runs apt only as root and only for what is
 # absent, so it is fast and harmless on a machine that already has everything.
 set -euo pipefail
 
@@ -10,6 +11,9 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 [[ -x /usr/bin/redis-server ]] || need+=(redis-server)
+# PostgreSQL server binaries: the store conformance suite and the cluster tests start their own
+# throwaway servers (initdb into a temp dir, random loopback port); the system service is unused.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

@@ -11,6 +11,11 @@ import { createLogger, type Logger } from './log.js';
 import { FusionError } from './errors.js';
 import { DaemonConfigSchema, type DaemonConfig, type DaemonConfigInput } from './contracts/config.js';
 import { openSqliteStore } from './store/sqlite-store.js';
+import { openPgStore, openResearchPgStore, type PgStore } from './store/pg-store.js';
+import { createPgSignals } from './store/pg-signals.js';
+import { createTaskQueue } from './tasks/queue-dispatch.js';
+import type { ClusterSignals, TaskQueue } from './tasks/cluster-port.js';
+import { hostname } from 'node:os';
 import type { Store } from './store/port.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { createDirectDispatcher } from './tasks/dispatcher.js';
@@ -18,10 +23,11 @@ import { TaskService } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createApiHandler, type ApiContext } from './api/routes.js';
-import { assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
+import { MAX_CONNECTIONS_PER_CALLER, assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
 import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
 import { loadPeerCredReader } from './api/peer-cred.js';
 import { checkRepoAsCaller } from './tasks/repo-access.js';
+import { isPrivileged } from './tasks/caller.js';
 import { createDockerLauncher } from './launcher/docker.js';
 import { childImage } from './launcher/docker-config.js';
 import { createDaemonUidPool } from './launcher/daemon-uid-pool.js';
@@ -172,7 +178,7 @@ function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): So
   }
   prepareGroupSocketDir(config.socketPath, group, resolve(config.home));
   log.info({ group: group.name, gid: group.gid, socket: config.socketPath }, 'socket shared with a group: its members are callers (SO_PEERCRED)');
-  return { group, identify: reader.read, onIdentifyError };
+  return { group, identify: reader.read, onIdentifyError, perCaller: { maxConnections: MAX_CONNECTIONS_PER_CALLER, unbounded: (caller) => isPrivileged(caller, uid) } };
 }
 
 export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
@@ -186,7 +192,9 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   await assertNoLiveDaemon(config.socketPath);
   // A signing key readable by others is a start-up error, not a silent unsigned run.
   const signingKey = loadSigningKey(config.home);
-  const opened = await openSqliteStore({ file: paths.dbFile, log });
+  // Cluster mode: the shared PostgreSQL database; otherwise the data directory's SQLite file.
+  const pgStore: PgStore | undefined = config.databaseUrl !== undefined ? await openPgStore({ url: config.databaseUrl, log }) : undefined;
+  const opened = pgStore ?? await openSqliteStore({ file: paths.dbFile, log });
   const store = overrides.wrapStore ? overrides.wrapStore(opened) : opened;
   const bus = new TaskEventBus();
   const dispatcher = createDirectDispatcher(config.taskConcurrency);
@@ -256,11 +264,13 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   // SQLite too unless the admin asked for the in-memory mode.
   const listenAddress = config.listen === undefined ? undefined : parseListenAddress(config.listen);
   if (listenAddress) assertListenAllowed(listenAddress, config.listenPublic);
-  const researchDbFile = researchDbFileOf(config);
+  const researchDbFile = config.databaseUrl !== undefined ? opened.file : researchDbFileOf(config);
   let researchSql: ResearchSqliteStore;
   let research: ResearchService;
   try {
-    researchSql = await openResearchSqliteStore({ file: researchDbFile, log });
+    researchSql = config.databaseUrl !== undefined
+      ? await openResearchPgStore({ url: config.databaseUrl, log })
+      : await openResearchSqliteStore({ file: researchDbFile, log });
   } catch (err) {
     await guardedFetch.close();
     await store.close();
@@ -299,7 +309,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     // database, a run left queued or running can only belong to a previous process that died,
     // and nothing will ever finish it. (With Redis, BullMQ retries it; with a shared
     // --research-db, another daemon may own it, so nothing is touched.)
-    if (dispatcher.mode === 'direct' && config.researchDb === undefined && config.researchStore === 'sqlite') {
+    if (dispatcher.mode === 'direct' && config.researchDb === undefined && config.databaseUrl === undefined && config.researchStore === 'sqlite') {
       const orphans = await runStore.failUnfinished(RESEARCH_RESTART_MESSAGE);
       if (orphans.length > 0) log.warn({ runs: orphans }, 'research runs interrupted by a restart were marked failed');
     }
@@ -354,6 +364,21 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   if (signingKey) log.info({ publicKeySha256: signingKey.publicKeySha256 }, 'task tarballs are signed (Ed25519)');
   else log.warn({ home: config.home }, 'no signing key: task tarballs are sealed unsigned (fusion keys signing-init creates one)');
 
+  // Cluster mode: PostgreSQL and Redis shared by every daemon; tasks go through the shared queue.
+  let cluster: { queue: TaskQueue; signals: ClusterSignals; daemonId: string } | undefined;
+  if (pgStore !== undefined && config.redisUrl !== undefined) {
+    const daemonId = config.daemonId ?? `${hostname()}-${process.pid}`;
+    const queue = await createTaskQueue({
+      redisUrl: config.redisUrl, clusterId: await pgStore.clusterId(), log, concurrency: config.taskConcurrency,
+      ...(config.taskLeaseMs !== undefined ? { lockDurationMs: config.taskLeaseMs } : {}),
+      ...(config.taskStalledCheckMs !== undefined ? { stalledIntervalMs: config.taskStalledCheckMs } : {}),
+    });
+    cluster = { queue, signals: await createPgSignals(pgStore.db, log), daemonId };
+    log.info({ daemonId, concurrency: config.taskConcurrency }, 'cluster mode: tasks run through the shared queue');
+  } else if (pgStore !== undefined) {
+    log.warn({}, 'PostgreSQL store without REDIS_URL: this daemon runs its own tasks only (set REDIS_URL to share work between daemons)');
+  }
+
   const tasks = new TaskService({
     store,
     bus,
@@ -374,6 +399,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     admission: { maxQueued: config.maxQueuedTasks, maxQueuedPerCaller: config.maxQueuedPerCaller, concurrency: config.taskConcurrency },
     assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
     checkRepo: checkRepoAsCaller,
+    ...(cluster !== undefined ? { cluster } : {}),
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
   // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so
@@ -386,6 +412,16 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       'the disk holding the data directory is full: starting read-only (status and results are readable; no task is accepted or resumed until space is freed and the daemon restarted)',
     );
     tasks.setReadOnly(`the daemon started read-only because the disk holding ${config.home} was full; free space and restart it`);
+  } else if (cluster !== undefined) {
+    // Cluster mode: a dead daemon's tasks come back through the queue (their leases expire); here
+    // only tasks that never got a job are queued again. Nothing is resumed from this list, since
+    // other daemons run some of those tasks right now.
+    await cluster.signals.subscribe({ events: (id) => tasks.remoteEvents(id), cancel: (id) => tasks.remoteCancel(id) });
+    const requeued = await tasks.requeueUnfinished();
+    if (requeued > 0) log.info({ unfinished: requeued }, 'cluster: unfinished tasks have their queue jobs');
+    await cluster.queue.start((job) => tasks.runQueued(job));
+    const resealed = await tasks.sealUnsealed();
+    if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
   } else {
     const recovered = await tasks.recover();
     if (recovered.resumed.length + recovered.failed.length > 0) log.warn(recovered, 'restart recovery');
@@ -393,6 +429,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     if (resealed.length > 0) log.warn({ tasks: resealed }, 'sealed terminal tasks a stopped daemon had left unsealed');
   }
 
+  const CLUSTER_SKIP = { skipped: 'cluster mode: a dead daemon\'s tasks return through the queue when their leases expire' };
+  const PG_BACKUP_SKIP = { skipped: 'the PostgreSQL store is backed up with PostgreSQL\'s own tools (pg_dump)' };
   const READ_ONLY_SKIP = { skipped: 'the daemon started read-only (full disk); restart it once space is freed' };
   const maint = maintenanceConfig(config.home, overrides.env ?? {}, overrides.maintenance);
   // Read-only: nothing is backed up, and a new directory on the full disk could fail the start.
@@ -414,8 +452,9 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       },
       // Read-only (full disk at start): interrupted tasks wait for the next start, so the sweep
       // must not fail them; and a database copy must not be written onto the full disk.
-      { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log })) },
-      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log })) },
+      // Cluster mode: another daemon may run a task this one does not; expired leases bring them back instead.
+      { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : cluster !== undefined ? Promise.resolve(CLUSTER_SKIP) : runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log })) },
+      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : pgStore !== undefined ? Promise.resolve(PG_BACKUP_SKIP) : runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log })) },
     ],
   });
 
@@ -434,12 +473,10 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       }
     },
     health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
-      database: async () => {
-        const p = await store.pragmas();
-        return { file: store.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
-      },
+      database: () => opened.databaseFacts(),
       providers: () => rosterSource.describe(),
-      queue: () => ({ queued: dispatcher.queued, running: dispatcher.running }),
+      // Cluster mode: this daemon's runs (the waiting tasks are in the shared queue, not here).
+      queue: () => (cluster !== undefined ? { queued: 0, running: cluster.queue.running } : { queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),
       sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
     })),
@@ -502,6 +539,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         await stageWorkers.stop();
         await guardedFetch.close();
         await researchSql.close();
+        await cluster?.signals.close();
         await store.close();
       })()),
   };

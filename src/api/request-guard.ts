@@ -41,16 +41,22 @@ export function installClientErrorEnvelope(server: Server): void {
       socket.destroy();
       return;
     }
-    const fe = clientErrorOf(err);
-    const body = JSON.stringify(fe.toEnvelope());
-    socket.end(
-      `HTTP/1.1 ${fe.httpStatus} ${STATUS_CODES[fe.httpStatus] ?? 'Error'}\r\n` +
-        'content-type: application/json; charset=utf-8\r\n' +
-        `content-length: ${Buffer.byteLength(body)}\r\n` +
-        'connection: close\r\n\r\n' +
-        body,
-    );
+    answerAndClose(socket, clientErrorOf(err));
   });
+}
+
+/** Writes one JSON error reply on a raw connection (before or instead of Node's HTTP handling) and closes it. */
+export function answerAndClose(socket: Duplex, fe: FusionError): void {
+  const body = JSON.stringify(fe.toEnvelope());
+  const retryAfter = fe.details.retryAfterSeconds;
+  socket.end(
+    `HTTP/1.1 ${fe.httpStatus} ${STATUS_CODES[fe.httpStatus] ?? 'Error'}\r\n` +
+      'content-type: application/json; charset=utf-8\r\n' +
+      `content-length: ${Buffer.byteLength(body)}\r\n` +
+      (typeof retryAfter === 'number' ? `retry-after: ${retryAfter}\r\n` : '') +
+      'connection: close\r\n\r\n' +
+      body,
+  );
 }
 
 /** Throws for what no route should see: an over-long URL, a body that is not declared JSON. */

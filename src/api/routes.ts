@@ -193,7 +193,7 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       allow('GET');
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal, ctx.attemptCheck));
+      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal, ctx.attemptCheck, (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer)));
     }
     case 'wait': {
       allow('GET');

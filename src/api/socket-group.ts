@@ -3,7 +3,8 @@
  * in a directory the group can reach. The daemon never loosens a directory it did not create
  * (a `--socket` in /root must not make /root group-readable): it creates the socket's own
  * directory 0750 for the group when absent, and otherwise checks, refusing to start with the
- * fix when a member of the group could not reach the socket.
+ * fix when a member of the group could not reach the socket, or when someone other than root
+ * or the daemon could replace it (or take its name while the daemon is down).
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, lstatSync, mkdirSync, statSync } from 'node:fs';
@@ -72,9 +73,10 @@ export function prepareGroupSocketDir(socketPath: string, group: SocketGroup, ho
     chownSync(dir, uid, group.gid);
     chmodSync(dir, 0o750);
   } else {
-    const sticky = (st.mode & 0o1000) !== 0;
     if (st.uid !== uid && st.uid !== 0) refuse(`${flag}: the socket directory ${dir} belongs to uid ${st.uid}, not the daemon; choose a directory the daemon owns (e.g. /run/fusion)`, dir);
-    if (!sticky && (st.mode & 0o022) !== 0) refuse(`${flag}: the socket directory ${dir} is writable by group or others, who could replace the socket; chmod go-w it or choose another --socket`, dir);
+    // Even sticky (/tmp): whoever may create entries there can take the socket's name while the
+    // daemon is down and answer the group's clients in its place.
+    if ((st.mode & 0o022) !== 0) refuse(`${flag}: the socket directory ${dir} is writable by group or others, who could replace the socket or take its name while the daemon is down; chmod go-w it or choose another --socket (e.g. /run/fusion/fusion.sock)`, dir);
   }
   // Every directory from / down to the socket's must let a member of the group through.
   const chain: string[] = [];
@@ -84,6 +86,11 @@ export function prepareGroupSocketDir(socketPath: string, group: SocketGroup, ho
   }
   for (const d of chain) {
     const s = statSync(d);
+    // Above the socket's directory: whoever may rename entries there could move it away and put
+    // a directory (and socket) of their own in its place. Sticky directories (/tmp) stop that.
+    if (d !== dir && ((s.uid !== uid && s.uid !== 0) || ((s.mode & 0o022) !== 0 && (s.mode & 0o1000) === 0))) {
+      refuse(`${flag}: ${d}, above the socket, is owned by uid ${s.uid} or writable by group or others (mode ${(s.mode & 0o7777).toString(8)}), who could replace the socket's directory; choose a --socket under directories only root controls (e.g. /run/fusion/fusion.sock)`, d);
+    }
     if (!groupTraverses(s, group.gid)) {
       refuse(`${flag}: members of ${group.name} cannot traverse ${d} (mode ${(s.mode & 0o7777).toString(8)}, group ${s.gid}), so they could not reach ${socketPath}; run 'chgrp ${group.name} ${d} && chmod g+x ${d}' (or o+x), or choose another --socket`, d);
     }

@@ -12,7 +12,7 @@ import { connect, type Socket } from 'node:net';
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { FusionError } from '../errors.js';
 import type { CallerIdentity } from '../tasks/caller.js';
-import { STRICT_SERVER_OPTIONS, installClientErrorEnvelope } from './request-guard.js';
+import { STRICT_SERVER_OPTIONS, answerAndClose, installClientErrorEnvelope } from './request-guard.js';
 import type { PeerCredReader } from './peer-cred.js';
 import { shareSocketWithGroup, type SocketGroup } from './socket-group.js';
 
@@ -25,7 +25,16 @@ export interface SocketListenOptions {
   fallbackCaller?: CallerIdentity;
   /** Told when a connection is refused because its caller could not be read. */
   onIdentifyError?: (err: Error) => void;
+  /**
+   * At most this many open connections per caller uid (event streams and waits are held open):
+   * one group member must not exhaust the daemon's descriptors for everyone. Callers for which
+   * `unbounded` is true (root, the daemon's uid) are not counted.
+   */
+  perCaller?: { maxConnections: number; unbounded: (caller: CallerIdentity) => boolean };
 }
+
+/** The default bound of open connections per non-privileged caller uid (docs/security.md#socket-callers). */
+export const MAX_CONNECTIONS_PER_CALLER = 256;
 
 const callers = new WeakMap<Socket, CallerIdentity>();
 
@@ -63,18 +72,41 @@ export async function listenOnSocket(path: string, handler: RequestListener, opt
     if (await socketAnswers(path)) throw new FusionError('invalid_config', `another daemon already answers on ${path}; stop it or choose another --socket/--data`);
     unlinkSync(path);
   }
-  const server = createServer(STRICT_SERVER_OPTIONS, handler);
+  // A connection refused at accept (over its caller's bound) has had its answer; whatever it
+  // still sends must reach no route.
+  const refused = new WeakSet<Socket>();
+  const server = createServer(STRICT_SERVER_OPTIONS, (req, res) => (refused.has(req.socket) ? req.socket.destroy() : handler(req, res)));
   installClientErrorEnvelope(server);
   const { identify, fallbackCaller } = options;
   if (identify !== undefined || fallbackCaller !== undefined) {
     // Read once per connection, at accept: SO_PEERCRED is the peer's identity at connect(2).
+    const open = new Map<number, number>();
     server.on('connection', (socket: Socket) => {
+      let caller: CallerIdentity;
       try {
-        callers.set(socket, identify !== undefined ? identify(socket) : fallbackCaller!);
+        caller = identify !== undefined ? identify(socket) : fallbackCaller!;
       } catch (err) {
         options.onIdentifyError?.(err as Error);
         socket.destroy();
+        return;
       }
+      callers.set(socket, caller);
+      const bound = options.perCaller;
+      if (bound === undefined || bound.unbounded(caller)) return;
+      const held = open.get(caller.uid) ?? 0;
+      if (held >= bound.maxConnections) {
+        refused.add(socket);
+        answerAndClose(socket, new FusionError('busy', `uid ${caller.uid} already holds ${held} open connections to the daemon (limit ${bound.maxConnections}); close some (event streams, waits) and retry`, {
+          details: { scope: 'connections', limit: bound.maxConnections, retryAfterSeconds: 1 },
+        }));
+        return;
+      }
+      open.set(caller.uid, held + 1);
+      socket.once('close', () => {
+        const left = (open.get(caller.uid) ?? 1) - 1;
+        if (left <= 0) open.delete(caller.uid);
+        else open.set(caller.uid, left);
+      });
     });
   }
   server.keepAliveTimeout = 5_000;

@@ -17,6 +17,7 @@ const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox au
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]
                 [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)
                 [--research-store sqlite|memory] [--research-db FILE] [--research-user-agent UA]
+                [--database-url postgres://…]            cluster mode: state and artefacts in PostgreSQL
 `;
 
 const SUBMIT_USAGE = `  fusion investigate (--objective T --background T… --deliverable T [--scope T…] [--constraint T…] | --input FILE|-)
@@ -60,6 +61,7 @@ FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRES
 Research runs: REDIS_URL (BullMQ queue research-runs; unset → runs execute in the create request),
 RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
 (BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
+Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work.
 Input is validated before any daemon is contacted.
 Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
 fetch: 3 refused by policy, 4 other fetch failure.

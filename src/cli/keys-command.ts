@@ -1,6 +1,7 @@
 /**
  * `fusion keys create|list|revoke`: workspace API keys for the research API. Works on the
- * research store file directly (no daemon needed): the data directory's store, or --research-db.
+ * research store file directly (no daemon needed): the data directory's store, or --research-db,
+ * or in cluster mode the shared PostgreSQL database (--database-url / FUSION_DATABASE_URL).
  * The key is printed once, alone on its stdout line; only its sha256 is stored.
  */
 import { mkdirSync } from 'node:fs';
@@ -9,14 +10,17 @@ import { createLogger } from '../log.js';
 import { API_KEY_KINDS, type ApiKeyKind } from '../contracts/research.js';
 import { issueKey } from '../research/api-keys.js';
 import { keyNotFound, openResearchSqliteStore } from '../store/research-sqlite-store.js';
+import { openResearchPgStore } from '../store/pg-store.js';
+import type { ApiKeyStore, ResearchRunStore } from '../store/research-port.js';
 import { researchDbFileOf } from '../main.js';
 import { flag, has, parseArgs, usageError } from '../config/args.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
-const KEYS_FLAGS = { data: { value: true }, 'research-db': { value: true }, workspace: { value: true }, kind: { value: true }, json: {}, help: {} };
+const KEYS_FLAGS = { data: { value: true }, 'research-db': { value: true }, 'database-url': { value: true }, workspace: { value: true }, kind: { value: true }, json: {}, help: {} };
 
 export const KEYS_USAGE = `  fusion keys create --workspace W --kind workspace|personal|copilot [--data DIR] [--research-db FILE]
+                                     [--database-url postgres://…]  (cluster mode: the shared database)
                                      prints a new research API key once (stdout); only its sha256 is stored
   fusion keys list [--json]          fusion keys revoke ID
 `;
@@ -26,7 +30,8 @@ export async function keysCommand(argv: readonly string[], env: Env, io: Io): Pr
   const args = parseArgs(rest, KEYS_FLAGS);
   const home = resolveHome(args, env);
   const researchDb = flag(args, 'research-db') ?? env.FUSION_RESEARCH_DB;
-  const file = researchDbFileOf({ home, researchDb: researchDb ? resolve(researchDb) : undefined });
+  const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
+  const file = databaseUrl ? { url: databaseUrl } : researchDbFileOf({ home, researchDb: researchDb ? resolve(researchDb) : undefined });
   if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') throw usageError(`fusion keys needs create, list or revoke; got ${JSON.stringify(sub ?? '')}`);
   if (sub === 'create') {
     const workspace = flag(args, 'workspace');
@@ -58,10 +63,16 @@ export async function keysCommand(argv: readonly string[], env: Env, io: Io): Pr
   });
 }
 
-async function withStore<T>(file: string, fn: (store: Awaited<ReturnType<typeof openResearchSqliteStore>>) => Promise<T>): Promise<T> {
-  // Same rules as the daemon's data directory: created private.
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const store = await openResearchSqliteStore({ file, log: createLogger({ level: 'warn' }) });
+async function withStore<T>(where: string | { url: string }, fn: (store: ResearchRunStore & ApiKeyStore) => Promise<T>): Promise<T> {
+  const log = createLogger({ level: 'warn' });
+  let store: ResearchRunStore & ApiKeyStore;
+  if (typeof where === 'string') {
+    // Same rules as the daemon's data directory: created private.
+    mkdirSync(dirname(where), { recursive: true, mode: 0o700 });
+    store = await openResearchSqliteStore({ file: where, log });
+  } else {
+    store = await openResearchPgStore({ url: where.url, log, maxConnections: 1 });
+  }
   try {
     return await fn(store);
   } finally {

@@ -50,6 +50,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'sandbox-rlimit-fallback': {},
   'research-store': { value: true },
   'research-db': { value: true },
+  'database-url': { value: true },
   'research-user-agent': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {

@@ -74,6 +74,10 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const maxQueued = intFrom(flag(args, 'max-queued') ?? env.FUSION_MAX_QUEUED);
   const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
   const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
+  const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
+  const leaseMs = intFrom(env.FUSION_TASK_LEASE_MS);
+  const stalledCheckMs = intFrom(env.FUSION_TASK_STALLED_CHECK_MS);
+  const daemonId = env.FUSION_DAEMON_ID?.trim();
   const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
   const socketGroup = socketGroupOf(args, env);
   return {
@@ -86,6 +90,10 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
     ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
     ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
+    ...(databaseUrl ? { databaseUrl } : {}),
+    ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
+    ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
+    ...(daemonId ? { daemonId } : {}),
     ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
     ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
     ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),

@@ -58,12 +58,26 @@ export const DaemonConfigSchema = z
     researchDb: z.string().min(1).optional(),
     /** User-Agent of research crawls (default FluxusResearchBot). */
     researchUserAgent: z.string().min(1).max(200).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII').optional(),
+    /**
+     * Cluster mode (docs/operations.md#cluster-mode): the PostgreSQL database every daemon of the
+     * cluster shares (tasks, results, artefacts, research runs, API keys). Absent → the SQLite file.
+     */
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL').optional(),
     /** Redis for the BullMQ research queue; absent → runs execute in the create request. */
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
     researchWorkerConcurrency: z.number().int().min(1).max(64).default(4),
     /** BullMQ lock duration and stalled-job check interval (ms); BullMQ's defaults when absent. */
     researchLockMs: z.number().int().min(500).max(600_000).optional(),
     researchStalledMs: z.number().int().min(500).max(600_000).optional(),
+    /**
+     * Cluster mode task leases (BullMQ lock duration, renewed at half of it while the task runs)
+     * and the stalled-job check interval (ms): a dead daemon's tasks resume elsewhere after about
+     * their sum. BullMQ's defaults (30 s each) when absent.
+     */
+    taskLeaseMs: z.number().int().min(500).max(600_000).optional(),
+    taskStalledCheckMs: z.number().int().min(500).max(600_000).optional(),
+    /** Names this daemon in cluster events; default host name and pid. */
+    daemonId: z.string().min(1).max(100).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces').optional(),
   })
   .strict();
 

@@ -11,6 +11,7 @@ import type { Logger } from '../log.js';
 import type { ResearchRunStore } from '../store/research-port.js';
 import { DISPATCH_FAILED_MESSAGE, type ResearchDispatcher } from './dispatch.js';
 import type { RunExecutor } from './run-executor.js';
+import { addWithin, bullConnection, waitQueueReady } from '../queue/bullmq-shared.js';
 
 export const RESEARCH_QUEUE = 'research-runs';
 
@@ -46,7 +47,7 @@ interface JobData {
 
 export async function createQueueDispatcher(options: QueueDispatchOptions): Promise<ResearchDispatcher> {
   const log = options.log.child({ component: 'research-queue' });
-  const connection = { url: options.redisUrl, maxRetriesPerRequest: null };
+  const connection = bullConnection(options.redisUrl);
   const queue = new Queue<JobData>(RESEARCH_QUEUE, { connection });
   queue.on('error', (err) => log.warn({ err }, 'research queue connection error'));
   const processor = async (job: Job<JobData>): Promise<void> => {
@@ -64,12 +65,7 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
   });
   worker.on('error', (err) => log.warn({ err }, 'research worker error'));
   worker.on('failed', (job, err) => log.warn({ runId: job?.data.runId, attemptsMade: job?.attemptsMade, err }, 'research job attempt failed'));
-  try {
-    await Promise.all([queue.waitUntilReady(), worker.waitUntilReady()]);
-  } catch (err) {
-    await Promise.allSettled([worker.close(true), queue.close()]);
-    throw new FusionError('invalid_config', `cannot reach Redis at REDIS_URL for the research queue: ${(err as Error).message}`, { cause: err });
-  }
+  await waitQueueReady(queue as Queue, worker as Worker, 'the research queue');
   const add = options.add ?? ((q: Queue, runId: string) => q.add('research-run', { runId }, { jobId: runId, ...RESEARCH_JOB_OPTIONS }));
   const addTimeoutMs = options.addTimeoutMs ?? 10_000;
 
@@ -77,20 +73,12 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
     mode: 'queue',
     claimOnCreate: null,
     async dispatch(run) {
-      let timer: NodeJS.Timeout | undefined;
       try {
-        await Promise.race([
-          add(queue as Queue, run.id),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error(`queue add did not answer within ${addTimeoutMs} ms`)), addTimeoutMs);
-          }),
-        ]);
+        await addWithin(() => add(queue as Queue, run.id), addTimeoutMs);
       } catch (err) {
         log.error({ runId: run.id, err }, 'research queue add failed');
         await options.store.failRun(run.id, 'queued', DISPATCH_FAILED_MESSAGE);
         throw new FusionError('dispatch_failed', DISPATCH_FAILED_MESSAGE, { cause: err, details: { runId: run.id } });
-      } finally {
-        clearTimeout(timer);
       }
       return { dispatch: { dispatched: true, mode: 'queue', queued: true, queue: RESEARCH_QUEUE, jobId: run.id } };
     },

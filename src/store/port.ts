@@ -89,6 +89,12 @@ export interface ResultRecord {
   answerPath: string;
   answerSha256: string;
   answerBytes: number;
+  /**
+   * The answer's bytes. A store shared by several hosts (PostgreSQL, cluster mode) keeps them in
+   * the row, so any daemon serves the result without the writer's disk; SQLite keeps only the
+   * file at `answerPath`, and reads it back as absent.
+   */
+  answerData?: Buffer;
   /** Canonical JSON text of the result metadata (engine, stages, digests of attempts…). */
   metadata: string;
   metadataSha256: string;

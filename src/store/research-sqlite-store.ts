@@ -1,5 +1,6 @@
 /**
- * SQLite adapter of the research stores (runs, snapshots, documents, API keys). It opens its own
+ * SQL adapter of the research stores (runs, snapshots, documents, API keys), one implementation
+ * for SQLite and PostgreSQL (pg-store.ts opens the latter). For SQLite it opens its own
  * connection to the store file (WAL, synchronous=FULL like the task store's), so several
  * daemons can share one research database. Every status change is a compare-and-set on the
  * status: a single UPDATE … WHERE status … RETURNING (atomic, and one durable commit on the
@@ -11,7 +12,7 @@ import type { Logger } from '../log.js';
 import type { ResearchRunStatus } from '../contracts/research.js';
 import { assertRunTransition, CANCELABLE } from '../contracts/research-run-state.js';
 import { migrate } from './migrations.js';
-import type { SqlExecutor, SqliteDb } from './sqlite-db.js';
+import type { SqlDb, SqlExecutor } from './sql-port.js';
 import { openConfiguredDb } from './sqlite-store.js';
 import type {
   ApiKeyRecord, ApiKeyStore, NewResearchRun, ResearchDocumentRecord, ResearchRunRecord, ResearchRunStore,
@@ -35,7 +36,7 @@ export async function openResearchSqliteStore(options: { file: string; log: Logg
     await db.close().catch(() => undefined);
     throw err;
   }
-  return new ResearchSqliteStoreImpl(db, options.file);
+  return new ResearchSqlStoreImpl(db, options.file);
 }
 
 async function selectRun(db: SqlExecutor, id: string): Promise<ResearchRunRecord | null> {
@@ -43,8 +44,9 @@ async function selectRun(db: SqlExecutor, id: string): Promise<ResearchRunRecord
   return row === undefined ? null : toRunRecord(row);
 }
 
-class ResearchSqliteStoreImpl implements ResearchSqliteStore {
-  constructor(private readonly db: SqliteDb, readonly file: string) {}
+/** The research stores over either engine (PostgreSQL in cluster mode: pg-store.ts). */
+export class ResearchSqlStoreImpl implements ResearchSqliteStore {
+  constructor(private readonly db: SqlDb, readonly file: string) {}
 
   close(): Promise<void> {
     return this.db.close();
@@ -102,8 +104,8 @@ class ResearchSqliteStoreImpl implements ResearchSqliteStore {
       await tx.run('DELETE FROM research_documents WHERE run_id = ?', [id]);
       for (const s of completion.snapshots) {
         await tx.run(
-          `INSERT OR IGNORE INTO research_snapshots (run_id, url, canonical_url, final_url, http_status, content_type, bytes, sha256,
-             content, fetched_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO research_snapshots (run_id, url, canonical_url, final_url, http_status, content_type, bytes, sha256,
+             content, fetched_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
           [id, s.url, s.canonicalUrl, s.finalUrl, s.httpStatus, s.contentType, s.bytes, s.sha256, s.content, s.fetchedAt],
         );
       }

@@ -56,6 +56,7 @@ export interface ResultRow {
   metadata: string;
   metadata_sha256: string;
   committed_at: string;
+  answer_data: Buffer | null;
 }
 
 export const TASK_COLUMNS =
@@ -141,5 +142,6 @@ export function toResultRecord(row: ResultRow): ResultRecord {
     metadata: row.metadata,
     metadataSha256: row.metadata_sha256,
     committedAt: row.committed_at,
+    ...(row.answer_data === null ? {} : { answerData: row.answer_data }),
   };
 }

@@ -12,21 +12,13 @@ import { open as openFile, chmod } from 'node:fs/promises';
 import sqlite3 from 'sqlite3';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { describeSql as describe, type ConstraintKind, type RunResult, type SqlDb, type SqlExecutor, type SqlParam } from './sql-port.js';
 
-/** What sqlite3 binds: booleans are stored as 0/1 by the callers, explicitly. */
-export type SqlParam = string | number | bigint | null | Buffer;
+export type { RunResult, SqlExecutor, SqlParam } from './sql-port.js';
 
-export interface RunResult {
-  changes: number;
+/** sqlite also reports the rowid of the last insert. */
+export interface SqliteRunResult extends RunResult {
   lastId: number;
-}
-
-/** Statement execution, the same inside and outside a transaction. */
-export interface SqlExecutor {
-  run(sql: string, params?: readonly SqlParam[]): Promise<RunResult>;
-  get<T>(sql: string, params?: readonly SqlParam[]): Promise<T | undefined>;
-  all<T>(sql: string, params?: readonly SqlParam[]): Promise<T[]>;
-  exec(sql: string): Promise<void>;
 }
 
 /** Extended sqlite result code ('SQLITE_CONSTRAINT', …) carried by a wrapped error, if any. */
@@ -39,19 +31,22 @@ function wrapError(err: unknown, action: string): FusionError {
   if (err instanceof FusionError) return err;
   const message = err instanceof Error ? err.message : String(err);
   const code = (err as { code?: unknown } | null)?.code;
-  return new FusionError('store_error', `store ${action} failed: ${message}`, {
-    cause: err,
-    details: typeof code === 'string' ? { sqliteCode: code } : {},
-  });
+  const details: Record<string, unknown> = typeof code === 'string' ? { sqliteCode: code } : {};
+  const constraint = constraintKind(code, message);
+  if (constraint !== undefined) details.constraint = constraint;
+  return new FusionError('store_error', `store ${action} failed: ${message}`, { cause: err, details });
 }
 
-/** Short SQL text for error messages (statement kind and table, never the bound values). */
-function describe(sql: string): string {
-  const flat = sql.replace(/\s+/g, ' ').trim();
-  return flat.length <= 60 ? flat : `${flat.slice(0, 60)}…`;
+/** sqlite names the constraint only in its message ("UNIQUE constraint failed: …"). */
+function constraintKind(code: unknown, message: string): ConstraintKind | undefined {
+  if (code !== 'SQLITE_CONSTRAINT') return undefined;
+  if (message.includes('UNIQUE constraint failed')) return 'unique';
+  if (message.includes('FOREIGN KEY constraint failed')) return 'foreign_key';
+  return undefined;
 }
 
-export class SqliteDb {
+export class SqliteDb implements SqlDb {
+  readonly engine = 'sqlite' as const;
   private tail: Promise<unknown> = Promise.resolve();
   /** The group-commit batch queued but not started yet (joined by later callers). */
   private pendingGroup: GroupMember[] | undefined;
@@ -92,8 +87,8 @@ export class SqliteDb {
     return !this.closing;
   }
 
-  run(sql: string, params: readonly SqlParam[] = []): Promise<RunResult> {
-    return this.exclusive(() => this.raw.run(sql, params));
+  run(sql: string, params: readonly SqlParam[] = []): Promise<SqliteRunResult> {
+    return this.exclusive(() => this.rawRun(sql, params));
   }
 
   get<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
@@ -142,6 +137,11 @@ export class SqliteDb {
         throw err;
       }
     });
+  }
+
+  /** BEGIN IMMEDIATE already holds the file's write lock across processes. */
+  migrationTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.transaction(fn);
   }
 
   /**
@@ -271,7 +271,7 @@ export class SqliteDb {
     if (this.closed) throw new FusionError('store_error', 'store is closed');
   }
 
-  private rawRun(sql: string, params: readonly SqlParam[] = []): Promise<RunResult> {
+  private rawRun(sql: string, params: readonly SqlParam[] = []): Promise<SqliteRunResult> {
     return new Promise((resolve, reject) => {
       this.checkOpen();
       this.db.run(sql, [...params], function (this: sqlite3.RunResult, err: Error | null) {

@@ -1,8 +1,9 @@
 /**
- * The SQLite adapter of the `Store` port. One connection, one FIFO queue (see sqlite-db.ts):
- * every method that writes several rows does so in one BEGIN IMMEDIATE transaction, and every
- * state change is a compare-and-set on `tasks.state` with its event(s) in the same transaction,
- * so a crash leaves either the whole change or none of it.
+ * The SQL adapter of the `Store` port, one implementation for both engines: SQLite (the
+ * embedded default; one connection, one FIFO queue, see sqlite-db.ts) and PostgreSQL (cluster
+ * mode, see pg-db.ts and pg-store.ts). Every method that writes several rows does so in one
+ * transaction, and every state change is a compare-and-set on `tasks.state` with its event(s)
+ * in the same transaction, so a crash leaves either the whole change or none of it.
  */
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
@@ -14,7 +15,8 @@ import type {
   TaskTarballRecord, TransitionPatch,
 } from './port.js';
 import { migrate } from './migrations.js';
-import { SqliteDb, sqliteCodeOf, type SqlExecutor, type SqlParam } from './sqlite-db.js';
+import { SqliteDb, type SqlExecutor, type SqlParam } from './sqlite-db.js';
+import { constraintOf, type SqlDb } from './sql-port.js';
 import {
   TASK_COLUMNS, toAttemptRecord, toResultRecord, toTaskEvent, toTaskRecord,
   type AttemptRow, type EventRow, type ResultRow, type TaskRow,
@@ -37,7 +39,7 @@ export interface StorePragmas {
 }
 
 /** The store as built here, plus its file path and live connection settings. */
-export type SqliteStore = Store & { readonly file: string; pragmas(): Promise<StorePragmas> };
+export type SqliteStore = Store & { readonly file: string; pragmas(): Promise<StorePragmas>; databaseFacts(): Promise<Record<string, unknown>> };
 
 /** PRAGMAs of every connection. WAL + synchronous=FULL: a committed transaction survives power loss. */
 const PRAGMAS = ['PRAGMA synchronous = FULL', 'PRAGMA foreign_keys = ON', 'PRAGMA busy_timeout = 5000'];
@@ -70,7 +72,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
   const log = options.log.child({ component: 'store' });
   const db = await openConfiguredDb(options.file, log);
   try {
-    const store = new SqliteStoreImpl(db, log, options.file);
+    const store = new SqlStoreImpl(db, log, options.file);
     await store.init();
     return store;
   } catch (err) {
@@ -95,7 +97,7 @@ async function unpackTarballColumn(data: Buffer): Promise<Buffer> {
 }
 
 function isConstraint(err: unknown, kind: 'UNIQUE' | 'FOREIGN KEY'): boolean {
-  return sqliteCodeOf(err) === 'SQLITE_CONSTRAINT' && err instanceof Error && err.message.includes(`${kind} constraint failed`);
+  return constraintOf(err) === (kind === 'UNIQUE' ? 'unique' : 'foreign_key');
 }
 
 function serialise(data: Record<string, unknown>): string {
@@ -116,8 +118,9 @@ function terminalSummary(task: TaskRecord, error: TaskError | null): string {
   return error === null ? base : `${base}: ${error.code}: ${untrusted(error.message, 200)}`;
 }
 
-class SqliteStoreImpl implements SqliteStore {
-  constructor(private readonly db: SqliteDb, private readonly log: Logger, readonly file: string) {}
+/** The store over either engine; `file` is the SQLite path or the redacted PostgreSQL URL. */
+export class SqlStoreImpl implements SqliteStore {
+  constructor(readonly db: SqlDb, private readonly log: Logger, readonly file: string) {}
 
   async init(): Promise<void> {
     const outcome = await migrate(this.db, this.log);
@@ -126,6 +129,23 @@ class SqliteStoreImpl implements SqliteStore {
 
   close(): Promise<void> {
     return this.db.close();
+  }
+
+  /** The database's cluster id (migration 6): names the queues the daemons sharing it share. */
+  async clusterId(): Promise<string> {
+    const row = await this.db.get<{ value: string }>("SELECT value FROM cluster_settings WHERE key = 'cluster_id'");
+    if (row === undefined) throw new FusionError('store_error', 'the database has no cluster id', { retryable: false });
+    return row.value;
+  }
+
+  /** What /v1/health reports of the database (never a password: `file` of PostgreSQL is redacted). */
+  async databaseFacts(): Promise<Record<string, unknown>> {
+    if (this.db.engine === 'postgres') {
+      const row = await this.db.get<{ version: number }>('SELECT COALESCE(MAX(version), 0) AS version FROM schema_migrations');
+      return { engine: 'postgres', url: this.file, schemaVersion: row?.version ?? 0 };
+    }
+    const p = await this.pragmas();
+    return { file: this.file, journalMode: p.journalMode, schemaVersion: p.schemaVersion };
   }
 
   async pragmas(): Promise<StorePragmas> {
@@ -220,8 +240,11 @@ class SqliteStoreImpl implements SqliteStore {
     const at = now();
     const text = serialise(data);
     try {
-      const { lastId } = await this.db.run('INSERT INTO task_events (task_id, at, kind, data) VALUES (?, ?, ?, ?)', [taskId, at, kind, text]);
-      return { seq: lastId, taskId, at, kind, data: JSON.parse(text) as Record<string, unknown> };
+      const row = await this.db.get<{ seq: number }>(
+        'INSERT INTO task_events (task_id, at, kind, data) VALUES (?, ?, ?, ?) RETURNING seq', [taskId, at, kind, text],
+      );
+      if (row === undefined) throw new FusionError('store_error', 'event insert returned no sequence number');
+      return { seq: row.seq, taskId, at, kind, data: JSON.parse(text) as Record<string, unknown> };
     } catch (err) {
       if (isConstraint(err, 'FOREIGN KEY')) throw noTask(taskId);
       throw err;
@@ -237,12 +260,11 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async incrementResumeCount(id: string): Promise<number> {
-    return this.db.transaction(async (tx) => {
-      const { changes } = await tx.run('UPDATE tasks SET resume_count = resume_count + 1, updated_at = ? WHERE id = ?', [now(), id]);
-      if (changes === 0) throw noTask(id);
-      const row = await tx.get<{ resume_count: number }>('SELECT resume_count FROM tasks WHERE id = ?', [id]);
-      return row?.resume_count ?? 0;
-    });
+    const row = await this.db.get<{ resume_count: number }>(
+      'UPDATE tasks SET resume_count = resume_count + 1, updated_at = ? WHERE id = ? RETURNING resume_count', [now(), id],
+    );
+    if (row === undefined) throw noTask(id);
+    return row.resume_count;
   }
 
   async saveUsage(id: string, usage: string): Promise<void> {
@@ -283,6 +305,10 @@ class SqliteStoreImpl implements SqliteStore {
   async startAttempt(taskId: string, stage: string): Promise<AttemptRecord> {
     try {
       return await this.db.transaction(async (tx) => {
+        // Locks the task's row first (a no-op write): PostgreSQL daemons starting attempts of one
+        // task at once then number them one after the other, as SQLite's single writer does.
+        const { changes } = await tx.run('UPDATE tasks SET resume_count = resume_count WHERE id = ?', [taskId]);
+        if (changes === 0) throw noTask(taskId);
         const row = await tx.get<{ next: number }>(
           'SELECT COALESCE(MAX(attempt), 0) + 1 AS next FROM attempts WHERE task_id = ? AND stage = ?',
           [taskId, stage],
@@ -345,10 +371,10 @@ class SqliteStoreImpl implements SqliteStore {
       if (moved === null) return null;
       try {
         await tx.run(
-          `INSERT INTO results (task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO results (task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at, answer_data)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
           [taskId, result.answerPath, result.answerSha256, result.answerBytes, result.metadata, result.metadataSha256,
-            result.committedAt],
+            result.committedAt, this.db.engine === 'postgres' ? (result.answerData ?? null) : null],
         );
       } catch (err) {
         // Throwing rolls back the state change and both events with it.
@@ -363,7 +389,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   async getResult(taskId: string): Promise<ResultRecord | null> {
     const row = await this.db.get<ResultRow>(
-      `SELECT task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at
+      `SELECT task_id, answer_path, answer_sha256, answer_bytes, metadata, metadata_sha256, committed_at, answer_data
          FROM results WHERE task_id = ?`,
       [taskId],
     );
@@ -442,7 +468,9 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   backupTo(file: string): Promise<void> {
-    return this.db.backupTo(file);
+    if (this.db instanceof SqliteDb) return this.db.backupTo(file);
+    // A PostgreSQL store is backed up by PostgreSQL's own tools (docs/operations.md#cluster-mode).
+    return Promise.reject(new FusionError('store_error', 'online backup to a file is for SQLite stores; back PostgreSQL up with pg_dump', { retryable: false }));
   }
 
   /**

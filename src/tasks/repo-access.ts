@@ -31,8 +31,11 @@ export const checkRepoAsCaller: RepoAccessCheck = (repo, caller) =>
     const groups = caller.groups === null ? ['--init-groups'] : caller.groups.length > 0 ? ['--groups', caller.groups.join(',')] : ['--clear-groups'];
     const args = [`--reuid=${caller.uid}`, `--regid=${caller.gid}`, ...groups, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', '/bin/sh', '-c', CHECK_SCRIPT, 'fusion-repo-check', repo];
     execFile('setpriv', args, { encoding: 'utf8', timeout: 10_000, cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {
-      const physical = stdout.trim();
-      if (err === null && physical.startsWith('/')) return resolve(physical);
+      // Exactly pwd's line, never trimmed: a directory whose name ends in whitespace ("/tmp/x "
+      // or "/tmp/x\n", reached through a symlink) would otherwise be recorded as another
+      // directory ("/tmp/x") that the caller was never checked against. Such a path is refused.
+      const physical = stdout.endsWith('\n') ? stdout.slice(0, -1) : '';
+      if (err === null && physical.startsWith('/') && physical === physical.trim()) return resolve(physical);
       const spawnFailed = err !== null && (typeof (err as NodeJS.ErrnoException).code === 'string' || (err as { killed?: boolean }).killed === true);
       if (spawnFailed || /setpriv:/u.test(stderr)) {
         // The helper itself failed (setpriv missing, no CAP_SETUID): the repository was not judged.

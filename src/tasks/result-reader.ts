@@ -73,7 +73,25 @@ export interface AttemptDigest {
   tarballSha256: string;
 }
 
-export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck): Promise<BgResult> {
+/**
+ * Where an answer kept in the database (cluster mode) is written on this host for artifact
+ * delivery, when the writer's file is not here; returns the local path.
+ */
+export type AnswerMaterialiser = (taskId: string, answer: Buffer) => string;
+
+/** The writer's file when it is here and holds exactly the committed bytes. */
+function sameFileHere(path: string, answer: Buffer): boolean {
+  try {
+    return lstatSync(path).isFile() && readFileSync(path).equals(answer);
+  } catch {
+    return false;
+  }
+}
+
+export async function readBgResult(
+  store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck,
+  materialise?: AnswerMaterialiser,
+): Promise<BgResult> {
   const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
   if (!isTerminal(task.state)) {
     return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
@@ -87,7 +105,8 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
 
   // Verify before anyone reads a byte of it.
   if (sha256Hex(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
-  const answer = readRegular(result.answerPath, 'answer file');
+  // Cluster mode keeps the bytes in the row (any daemon serves them); otherwise the file is the copy.
+  const answer = result.answerData ?? readRegular(result.answerPath, 'answer file');
   const answerSha = sha256Hex(answer);
   if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
     throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
@@ -118,10 +137,17 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     delivery: inline ? 'inline' : 'artifact',
     answer: inline
       ? { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, text: answer.toString('utf8') }
-      : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: result.answerPath },
+      : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: artifactPath(result.answerPath, task.id, answer, result.answerData !== undefined, materialise) },
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
     ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
     ...(sealCheck === undefined ? {} : { signed: true }),
     ...(usage === undefined ? {} : { usage }),
   };
+}
+
+/** The path an artifact delivery names: the committed file, or (cluster mode, another host's file) a local copy. */
+function artifactPath(committed: string, taskId: string, answer: Buffer, fromDatabase: boolean, materialise?: AnswerMaterialiser): string {
+  if (!fromDatabase || sameFileHere(committed, answer)) return committed;
+  if (materialise === undefined) throw invalid('the answer file is on another host and this daemon cannot write a local copy');
+  return materialise(taskId, answer);
 }

@@ -20,10 +20,11 @@ import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
 import { isTerminal, type TaskState } from '../contracts/task-state.js';
 import type { TaskEventBus } from './event-bus.js';
 import type { Dispatcher } from './dispatcher.js';
+import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
-import { mkdirDurableAsync, writeFileDurableAsync } from '../common/durable-fs.js';
+import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from '../common/durable-fs.js';
 import { isPrivileged, type CallerIdentity } from './caller.js';
 import type { RepoAccessCheck } from './repo-access.js';
 import { join } from 'node:path';
@@ -56,6 +57,12 @@ export interface TaskServiceDeps {
   checkRepo?: RepoAccessCheck;
   /** The daemon's uid (privileged like root); default process.getuid(). */
   daemonUid?: number;
+  /**
+   * Cluster mode (docs/operations.md#cluster-mode): tasks go to the shared queue instead of
+   * `dispatcher`, and any daemon of the cluster may run them; `signals` carries new events and
+   * cancels between the daemons; `daemonId` names this daemon in the events of the runs it takes.
+   */
+  cluster?: { queue: TaskQueue; signals: ClusterSignals; daemonId: string };
 }
 
 export interface SubmitRequest {
@@ -105,8 +112,9 @@ export class TaskService {
     if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
     this.deps.assertStorage?.();
     const caller = req.caller ?? 'local';
-    this.admit(caller);
-    let admitted = true;
+    // Cluster mode: the shared queue holds waiting tasks (not this daemon), so it has no local bound.
+    if (this.deps.cluster === undefined) this.admit(caller);
+    let admitted = this.deps.cluster === undefined;
     const release = (): void => {
       if (!admitted) return;
       admitted = false;
@@ -149,21 +157,94 @@ export class TaskService {
     setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
     this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
 
-    // 4. Only now is anything started. A task that must wait for a run slot says so (queued),
-    //    written after the receipt so the receipt does not wait for it.
+    // 4. Only now is anything started. Cluster mode: the job is in the shared queue before the
+    //    receipt is returned (a task without its job would wait for nobody).
+    if (this.deps.cluster !== undefined) {
+      await this.enqueueOrFail(task);
+      return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
+    }
+    // A task that must wait for a run slot says so (queued), written after the receipt so the
+    // receipt does not wait for it.
     if (this.deps.admission !== undefined && this.deps.dispatcher.running + this.deps.dispatcher.queued >= this.deps.admission.concurrency) {
       this.queueing.set(taskId, this.markQueued(taskId));
     }
     this.start(task, false, release);
-    return {
-      taskId,
-      workflow: req.workflow,
-      state: task.state,
-      createdAt: task.createdAt,
-      requestSha256: canonicalInput.request.sha256,
-      canonicalInputSha256: canonicalSha,
-      text: receiptText(req.workflow, taskId),
-    };
+    return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
+  }
+
+  /** Cluster mode: queues the new task's job; a task whose job could not be queued fails at once. */
+  private async enqueueOrFail(task: TaskRecord): Promise<void> {
+    const cluster = this.deps.cluster;
+    if (cluster === undefined) return;
+    try {
+      await cluster.queue.enqueue(task);
+    } catch (err) {
+      const fe = new FusionError('dispatch_failed', `the task could not be handed to the cluster queue: ${(err as Error).message}`, { cause: err });
+      await this.fail(task.id, fe);
+      throw fe;
+    }
+  }
+
+  /**
+   * Cluster mode: runs a task this daemon's worker took from the shared queue, and resolves when
+   * the run settled. A task found past `queued` was running on a daemon that died or drained: it
+   * is resumed from its last committed stage boundary under the restart-recovery rules (one
+   * resume, then supervisor_restarted), exactly as a restarted daemon would.
+   */
+  async runQueued(job: QueuedRun): Promise<void> {
+    const cluster = this.deps.cluster;
+    const task = await this.deps.store.getTask(job.taskId);
+    if (cluster === undefined || task === null || isTerminal(task.state) || !this.accepting) return;
+    let resume = false;
+    if (task.state !== 'initializing' && task.state !== 'queued') {
+      const maxResumes = this.deps.maxResumes ?? 1;
+      if (task.resumeCount >= maxResumes) {
+        await this.fail(task.id, new FusionError('supervisor_restarted', `the daemon running the task stopped while it was ${task.state}; it had already been resumed ${task.resumeCount} time(s), so it was not resumed again. Submit it again.`, { stage: task.state }));
+        return;
+      }
+      await this.deps.store.incrementResumeCount(task.id);
+      await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'resumed', state: task.state, daemon: cluster.daemonId });
+      this.log.warn({ taskId: task.id, state: task.state }, 'resuming a task whose daemon stopped');
+      resume = true;
+    } else {
+      await this.deps.store.appendEvent(task.id, 'progress', { daemon: cluster.daemonId });
+    }
+    await this.publishNewEvents(task.id);
+    const ac = new AbortController();
+    let release!: () => void;
+    const settled = new Promise<void>((r) => (release = r));
+    this.controllers.set(task.id, { ac, settled, started: true, unadmit: () => undefined });
+    const drain = (): void => ac.abort('shutdown' satisfies AbortReason);
+    job.signal.addEventListener('abort', drain, { once: true });
+    try {
+      await this.runTask(resume ? { ...task, resumeCount: task.resumeCount + 1 } : task, ac, resume);
+    } finally {
+      job.signal.removeEventListener('abort', drain);
+      this.controllers.delete(task.id);
+      release();
+    }
+  }
+
+  /**
+   * Cluster mode, at start-up: every unfinished task gets its queue job again (a no-op for the
+   * tasks whose job exists), so a task whose submitting daemon died before queueing it still runs.
+   */
+  async requeueUnfinished(): Promise<number> {
+    const cluster = this.deps.cluster;
+    if (cluster === undefined) return 0;
+    const unfinished = await this.deps.store.listNonTerminalTasks();
+    for (const task of unfinished) await cluster.queue.enqueue(task);
+    return unfinished.length;
+  }
+
+  /** Cluster mode: another daemon committed events of `taskId`; feed them to the local waiters. */
+  remoteEvents(taskId: string): void {
+    void this.publishNewEvents(taskId, undefined, true).catch(() => undefined);
+  }
+
+  /** Cluster mode: another daemon cancelled `taskId`; stop the local run, if this daemon has it. */
+  remoteCancel(taskId: string): void {
+    this.controllers.get(taskId)?.ac.abort('cancel' satisfies AbortReason);
   }
 
   /**
@@ -195,6 +276,11 @@ export class TaskService {
       await this.publishNewEvents(taskId);
       this.log.info({ taskId, from: task.state }, 'task cancelled');
       const entry = this.controllers.get(taskId);
+      if (!entry && this.deps.cluster !== undefined) {
+        // Running (or queued) elsewhere in the cluster: tell its daemon, drop a job not started yet.
+        await this.deps.cluster.signals.cancel(taskId).catch((err: unknown) => this.log.warn({ taskId, err }, 'could not signal the cancel to the cluster'));
+        await this.deps.cluster.queue.removeWaiting(taskId);
+      }
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
         // A task still waiting for its run slot waits no more: its place is free now, not when
@@ -249,6 +335,9 @@ export class TaskService {
   /** Stops accepting work, aborts running tasks (they stay non-terminal for recovery), waits for them. */
   async shutdown(): Promise<void> {
     this.accepting = false;
+    // Cluster mode: the queue's drain takes no new job and hands the active runs back (they are
+    // aborted as by a shutdown and continued by another daemon).
+    if (this.deps.cluster !== undefined) await this.deps.cluster.queue.close();
     for (const { ac } of this.controllers.values()) ac.abort('shutdown' satisfies AbortReason);
     await Promise.allSettled([...this.controllers.values()].map((c) => c.settled));
     await this.deps.dispatcher.drain();
@@ -399,6 +488,18 @@ export class TaskService {
     }
   }
 
+  /**
+   * Cluster mode: a local copy of an answer another daemon committed (its bytes are in the
+   * database), for artifact delivery; written once, durable, under this daemon's task directory.
+   */
+  materialiseAnswer(taskId: string, answer: Buffer): string {
+    const paths = taskPaths(this.deps.tasksDir, taskId);
+    mkdirDurable(paths.dir, 0o700);
+    mkdirDurable(paths.resultDir, 0o700);
+    writeFileDurable(paths.answerFile, answer);
+    return paths.answerFile;
+  }
+
   /** Ids of the tasks this daemon is running now (their runs have not settled). */
   runningTaskIds(): Set<string> {
     return new Set(this.controllers.keys());
@@ -416,9 +517,11 @@ export class TaskService {
   private readonly published = new Map<string, number>();
 
   /** Publishes committed events the bus has not seen yet, in order. */
-  private async publishNewEvents(taskId: string, fromSeq?: number): Promise<void> {
+  private async publishNewEvents(taskId: string, fromSeq?: number, remote = false): Promise<void> {
     const after = fromSeq ?? this.published.get(taskId) ?? 0;
     const events = await this.deps.store.listEvents(taskId, after);
+    // Cluster mode: the other daemons' waiters hear of what this daemon committed.
+    if (!remote && events.length > 0) this.deps.cluster?.signals.eventsCommitted(taskId);
     for (const event of events) {
       if (event.seq <= (this.published.get(taskId) ?? 0)) continue;
       this.published.set(taskId, event.seq);
@@ -487,3 +590,15 @@ async function settleWithin(p: Promise<void>, ms: number): Promise<void> {
 }
 
 export const toolNameOf = (w: Workflow): string => TOOL_NAMES[w];
+
+function receiptOf(workflow: Workflow, task: TaskRecord, requestSha256: string, canonicalInputSha256: string): Receipt {
+  return {
+    taskId: task.id,
+    workflow,
+    state: task.state,
+    createdAt: task.createdAt,
+    requestSha256,
+    canonicalInputSha256,
+    text: receiptText(workflow, task.id),
+  };
+}

@@ -5,7 +5,8 @@
  * their own uid and groups; the package is bind-mounted at a world-readable path in a private
  * mount namespace, so the test works wherever the clone lives (a 0700 home included).
  *
- *   alice (in G)  submits a builtin task, sees it, waits it, reads its result and events;
+ *   alice (in G)  runs `investigate --wait` on a repository in her own 0700 home and gets a
+ *                 verified answer; sees the task, waits it, reads its result and events;
  *                 her repository that she cannot read is refused, and nothing is created
  *   bob   (in G)  is not the owner: 404 on status, result, wait, events, cancel; an empty list
  *   carol (not in G) cannot open the socket at all
@@ -83,9 +84,9 @@ suite('non-root callers over a --socket-group socket', () => {
     return JSON.parse(r.stdout) as { status: number; text: string };
   };
   /** `fusion mcp` as `user` (stdio JSON-RPC): initialize, then one tools/call; its reply. */
-  const mcpCall = (user: string, tool: string, args: Record<string, unknown>): Promise<{ isError?: boolean; content: { text: string }[] }> => {
+  const mcpCall = (user: string, tool: string, args: Record<string, unknown>, mcpRepo = repo): Promise<{ isError?: boolean; content: { text: string }[] }> => {
     const script = 'mount --bind "$1" "$2" && shift 2 && exec setpriv --reuid="$FUSION_TEST_USER" --regid="$FUSION_TEST_USER" --init-groups -- "$@"';
-    const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ROOT, view, process.execPath, join(view, 'dist', 'src', 'cli', 'main.js'), 'mcp', '--repo', repo], {
+    const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ROOT, view, process.execPath, join(view, 'dist', 'src', 'cli', 'main.js'), 'mcp', '--repo', mcpRepo], {
       // The socket comes from the environment, as an agent's MCP configuration would set it.
       env: { PATH: process.env.PATH ?? '', HOME: base, FUSION_TEST_USER: user, FUSION_SOCKET: socket, FUSION_LOG_LEVEL: 'warn' },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -129,11 +130,15 @@ suite('non-root callers over a --socket-group socket', () => {
     mkdirSync(view, { mode: 0o755 });
     home = join(base, 'home');
     socket = join(base, 'run', 'fusion.sock');
-    // Alice's repository: hers, readable by the sandbox uid (private repositories are another change).
-    repo = join(base, 'repo-alice');
+    // Alice's repository lives in her own 0700 home (docs/security.md#private-repos): neither the
+    // sandbox uids nor bob can traverse to it; the daemon binds it for her attempts only.
+    const aliceHome = join(base, 'home-alice');
+    repo = join(aliceHome, 'code', 'repo');
+    mkdirSync(join(aliceHome, 'code'), { recursive: true });
     cpSync(FIXTURE_REPO, repo, { recursive: true });
-    sh('chown', '-R', `${alice}:${alice}`, repo);
-    sh('chmod', '-R', 'u=rwX,go=rX', repo);
+    sh('chown', '-R', `${alice}:${alice}`, aliceHome);
+    sh('chmod', '-R', 'u=rwX,go=rX', aliceHome);
+    chmodSync(aliceHome, 0o700);
 
     daemon = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'daemon', '--data', home, '--socket', socket, '--socket-group', group, '--sandbox', 'bwrap', '--log-level', 'warn'], {
       env: { PATH: process.env.PATH ?? '', HOME: base },
@@ -183,10 +188,14 @@ suite('non-root callers over a --socket-group socket', () => {
   });
 
   let taskId = '';
-  it('a member of the group submits a builtin task, sees it, waits it and reads the verified answer', async () => {
-    const submitted = await cli(alice, 'investigate', '--repo', repo, ...ARGS, '--json');
-    expect({ code: submitted.code, stderr: submitted.stderr }).toEqual({ code: 0, stderr: '' });
-    taskId = (JSON.parse(submitted.stdout) as { taskId: string }).taskId;
+  it('a member of the group runs investigate --wait on a repository in her own 0700 home and gets a verified answer', async () => {
+    const answered = await cli(alice, 'investigate', '--repo', repo, ...ARGS, '--wait');
+    expect({ code: answered.code, verified: /\(verified\)/.test(answered.stderr) }, answered.stderr).toEqual({ code: 0, verified: true });
+    expect(answered.stdout.length).toBeGreaterThan(0);
+    const mine = await cli(alice, 'tasks', '--json');
+    const ids = (JSON.parse(mine.stdout) as { tasks: { taskId: string }[] }).tasks.map((t) => t.taskId);
+    expect(ids).toHaveLength(1);
+    taskId = ids[0]!;
 
     const waited = await cli(alice, 'wait', taskId, '--timeout', '180', '--json');
     expect({ code: waited.code, stderr: waited.stderr }).toEqual({ code: 0, stderr: '' });
@@ -227,7 +236,8 @@ suite('non-root callers over a --socket-group socket', () => {
     const mine = await mcpCall(alice, 'bg_status', { taskId });
     expect(mine.isError ?? false).toBe(false);
     expect(mine.content[0]!.text).toContain('completed');
-    const theirs = await mcpCall(bob, 'bg_status', { taskId });
+    // Bob cannot traverse alice's 0700 home: his own MCP server is configured with a directory he reads.
+    const theirs = await mcpCall(bob, 'bg_status', { taskId }, base);
     expect(theirs.isError).toBe(true);
     expect(theirs.content[0]!.text).toContain(`no task with id ${taskId}`);
   }, 150_000);

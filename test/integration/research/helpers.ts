@@ -1,12 +1,10 @@
 /**
  * Shared set-up for the research-service tests: a real redis-server per suite (random loopback
- * port, no persistence), an in-process daemon with a TCP listener and the test crawler (real
+ * port, no persistence: scripts/throwaway-servers.mjs), an in-process daemon with a TCP listener and the test crawler (real
  * egress guard, origins on 127.0.0.2), API keys written with the real key code, and HTTP calls
  * over loopback TCP or the daemon's Unix socket.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildConfig, startDaemon, type Daemon, type DaemonOverrides } from '../../../src/main.js';
@@ -16,16 +14,10 @@ import { openResearchSqliteStore } from '../../../src/store/research-sqlite-stor
 import type { ApiKeyKind } from '../../../src/contracts/research.js';
 import type { DaemonConfigInput } from '../../../src/contracts/config.js';
 import { buildTestDocument, createTestCrawler, type TestCrawler } from '../../fixtures/research-test-crawler.mjs';
+import { REDIS_SERVER } from '../../../scripts/throwaway-servers.mjs';
 
-export const REDIS_SERVER = '/usr/bin/redis-server';
+export { REDIS_SERVER, freePort, startRedis, type RedisProc } from '../../../scripts/throwaway-servers.mjs';
 export const ORIGIN_HOST = 'origin.test';
-
-export interface RedisProc {
-  url: string;
-  port: number;
-  proc: ChildProcess;
-  stop(): Promise<void>;
-}
 
 /**
  * True when a real redis-server can be started. With CI=true a missing server is an error
@@ -37,57 +29,6 @@ export function redisAvailable(): boolean {
   if (process.env.CI === 'true') throw new Error(`research queue tests need redis-server: ${why}`);
   process.stderr.write(`\n!!! SKIPPING the BullMQ variants of the research tests: ${why}\n\n`);
   return false;
-}
-
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-export async function startRedis(): Promise<RedisProc> {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePort();
-    const proc = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    const ready = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), 10_000);
-      proc.stdout!.on('data', (c: Buffer) => {
-        out += c.toString();
-        if (out.includes('Ready to accept connections')) {
-          clearTimeout(timer);
-          resolve(true);
-        }
-      });
-      proc.once('exit', () => {
-        clearTimeout(timer);
-        resolve(false);
-      });
-    });
-    if (!ready) {
-      proc.kill('SIGKILL');
-      continue;
-    }
-    return {
-      url: `redis://127.0.0.1:${port}`,
-      port,
-      proc,
-      stop: () =>
-        new Promise<void>((resolve) => {
-          if (proc.exitCode !== null) return resolve();
-          proc.once('exit', () => resolve());
-          proc.kill('SIGTERM');
-        }),
-    };
-  }
-  throw new Error('could not start redis-server on a loopback port');
 }
 
 export function tempHome(prefix = 'fusion-research-'): string {

@@ -4,11 +4,9 @@
  * completion race ending in exactly one terminal state. Keys: only the digest is stored, and
  * authentication answers 401/403 as the API documents.
  */
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
 import { FusionError } from '../../../src/errors.js';
-import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { createMemoryResearchStore } from '../../../src/store/research-memory-store.js';
 import type { ResearchRunStore } from '../../../src/store/research-port.js';
 import { RunExecutor } from '../../../src/research/run-executor.js';
@@ -18,7 +16,10 @@ import { authenticate, issueKey } from '../../../src/research/api-keys.js';
 import { normalisePayload } from '../../../src/contracts/research.js';
 import type { Crawler, CrawlOutcome } from '../../../src/research/crawl/port.js';
 import { buildTestDocument } from '../../fixtures/research-test-crawler.mjs';
-import { tempHome } from './helpers.js';
+import { useStoreAdapters } from '../store/helpers.js';
+
+// The SQL stores of every engine (SQLite file; PostgreSQL on a throwaway server) and memory.
+const adapters = useStoreAdapters();
 
 const payload = normalisePayload({ query: 'q', sourceUrls: ['https://example.test/a'] });
 const principal = { keyId: 'key_test', workspaceId: 'ws_1' };
@@ -72,7 +73,7 @@ function recordingDispatcher(executor: RunExecutor): ResearchDispatcher & { disp
 }
 
 const stores: Array<[string, () => Promise<ResearchRunStore>]> = [
-  ['sqlite', async () => openResearchSqliteStore({ file: join(tempHome(), 'research.db'), log: silentLogger() })],
+  ...adapters.map((a): [string, () => Promise<ResearchRunStore>] => [a.engine, async () => (await a.newDatabase()).openResearch()]),
   ['memory', async () => createMemoryResearchStore()],
 ];
 
@@ -182,16 +183,17 @@ describe.each(stores)('research runs on the %s store', (_name, open) => {
     const { service } = await setup();
     const { run } = await service.create(principal, 'mine', payload);
     const stranger = { keyId: 'k', workspaceId: 'ws_2' };
-    for (const call of [service.get(stranger, run.id), service.cancel(stranger, run.id), service.document(stranger, run.id), service.snapshots(stranger, run.id)]) {
-      await expect(call).rejects.toMatchObject({ code: 'not_found' });
+    // One at a time: started together, a rejection could arrive before its expect awaits it.
+    for (const call of [() => service.get(stranger, run.id), () => service.cancel(stranger, run.id), () => service.document(stranger, run.id), () => service.snapshots(stranger, run.id)]) {
+      await expect(call()).rejects.toMatchObject({ code: 'not_found' });
     }
     expect((await service.get(principal, run.id)).status).toBe('queued');
   });
 });
 
-describe('API keys', () => {
+describe.each(adapters)('API keys on the $engine store', (adapter) => {
   it('store only the digest and authenticate in constant time: 401 unknown/revoked/forged, 403 personal/copilot', async () => {
-    const store = await openResearchSqliteStore({ file: join(tempHome(), 'keys.db'), log: silentLogger() });
+    const store = await (await adapter.newDatabase()).openResearch();
     try {
       const { key, record } = await issueKey(store, 'ws_k', 'workspace');
       expect(key).toMatch(/^fsk_key_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/);

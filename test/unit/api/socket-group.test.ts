@@ -74,3 +74,22 @@ describe('admission key of a socket caller', () => {
     expect(admissionLabel(req(), { ...alice, uid: 0 }, true)).toBeUndefined();
   });
 });
+
+describe('--socket-group: nobody else may replace the socket or take its name', () => {
+  it('refuses a socket directory writable by others, even sticky like /tmp (its name could be squatted while the daemon is down)', () => {
+    const base = scratch();
+    chmodSync(base, 0o755);
+    const shared = join(base, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777);
+    const err = thrown(() => prepareGroupSocketDir(join(shared, 'fusion.sock'), { name: 'g', gid: process.getgid!() }, join(base, 'home')));
+    expect(err.message).toMatch(/the socket directory .*shared is writable by group or others/);
+  });
+
+  it('refuses a socket under a non-sticky directory others may write (they could swap the socket\'s directory)', () => {
+    const base = scratch();
+    chmodSync(base, 0o777);
+    const err = thrown(() => prepareGroupSocketDir(join(base, 'run', 'fusion.sock'), { name: 'g', gid: process.getgid!() }, join(base, 'home')));
+    expect(err.message).toMatch(/above the socket, is owned by uid \d+ or writable by group or others \(mode 777\)/);
+  });
+});

@@ -1,0 +1,129 @@
+/**
+ * Cluster mode acceptance (docs/operations.md#cluster-mode), real PostgreSQL and real Redis: two
+ * daemons on one machine share one database and one queue; 12 builtin tasks are submitted to
+ * the first, which is SIGKILLed mid-run. Every task ends terminal exactly once, nothing is lost,
+ * no sandbox process is left, and every result read back through the survivor verifies.
+ * Real bwrap sandboxes, builtin engine (test/fixtures/e2e/cluster-daemon.mjs).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { FusionClient } from '../../../src/client/index.js';
+import { openPgStore } from '../../../src/store/pg-store.js';
+import { createLogger } from '../../../src/log.js';
+import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
+import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
+import { REFILL_ARGS, ROOT, copyFixtureRepo, describeWithBwrap, freshRunRoot, ourSandboxProcesses, waitFor } from '../workflow/helpers.js';
+
+const TASKS = 12;
+const cleanups: Array<() => Promise<void> | void> = [];
+let pgServer: PostgresServer | undefined;
+let redis: RedisProc | undefined;
+const ready = postgresAvailable() && redisAvailable();
+
+beforeAll(async () => {
+  if (!ready) return;
+  pgServer = await startPostgres();
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  await redis?.stop();
+  await pgServer?.stop();
+});
+
+interface ClusterDaemon {
+  proc: ChildProcess;
+  socket: string;
+  lines: () => string[];
+  exited: Promise<void>;
+}
+
+async function spawnClusterDaemon(id: string, databaseUrl: string, delayMs: number): Promise<ClusterDaemon> {
+  const home = mkdtempSync(join(tmpdir(), `fusion-cluster-${id}-`));
+  const runRoot = freshRunRoot();
+  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, databaseUrl, redis!.url, String(delayMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const socket = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`cluster daemon ${id} did not start: ${err}`)), 60_000);
+    proc.stdout!.on('data', () => {
+      const m = /^READY (\S+)$/m.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`cluster daemon ${id} exited before READY: ${err}`));
+    });
+  });
+  cleanups.push(async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    }
+    rmSync(home, { recursive: true, force: true });
+    rmSync(runRoot, { recursive: true, force: true });
+  });
+  return { proc, socket, lines: () => out.split('\n').filter(Boolean), exited };
+}
+
+describeWithBwrap('cluster: two daemons, one SIGKILLed mid-run', () => {
+  it(`${TASKS} tasks submitted to the daemon that dies all end terminal once, served by the survivor`, async () => {
+    if (!ready) return;
+    const databaseUrl = await pgServer!.createDatabase();
+    const fixture = copyFixtureRepo();
+    cleanups.push(() => rmSync(fixture.root, { recursive: true, force: true }));
+    // A's first candidate of each task sleeps 4 s: A is surely mid-run when it is killed.
+    const a = await spawnClusterDaemon('a', databaseUrl, 4000);
+    const b = await spawnClusterDaemon('b', databaseUrl, 0);
+    const viaA = new FusionClient(a.socket);
+    const ids: string[] = [];
+    for (let i = 0; i < TASKS; i++) {
+      const receipt = (await viaA.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture.repo })) as { taskId: string };
+      ids.push(receipt.taskId);
+    }
+    await waitFor('daemon a to be running a task', () => a.lines().some((l) => l.startsWith('ENTER ')), 60_000);
+    a.proc.kill('SIGKILL');
+    await a.exited;
+
+    // Everything through the survivor: wait, status, result (verified by the daemon before delivery).
+    const viaB = new FusionClient(b.socket);
+    for (const id of ids) {
+      const waited = (await viaB.call('GET', `/v1/tasks/${id}/wait?timeoutMs=150000`)) as { terminal: boolean; task: { state: string } };
+      expect(waited.terminal, id).toBe(true);
+      expect(waited.task.state, id).toBe('completed');
+      const result = (await viaB.call('GET', `/v1/tasks/${id}/result`)) as { answer: { present: boolean; verified?: boolean; sha256?: string } };
+      expect(result.answer.present, id).toBe(true);
+      expect(result.answer.verified, id).toBe(true);
+    }
+    await waitFor('no sandbox process left', () => ourSandboxProcesses().length === 0, 15_000);
+
+    const store = await openPgStore({ url: databaseUrl, log: createLogger({ level: 'silent' }), maxConnections: 2 });
+    try {
+      const ranBy = new Map<string, string[]>();
+      for (const id of ids) {
+        const events = await store.listEvents(id);
+        expect(events.filter((e) => e.kind === 'terminal'), id).toHaveLength(1);
+        const daemons = events.map((e) => e.data.daemon).filter((d): d is string => typeof d === 'string');
+        ranBy.set(id, daemons);
+        expect(daemons.length, id).toBeGreaterThan(0);
+      }
+      // At least one task was taken over by the survivor after its first daemon died.
+      const resumed = [...ranBy.values()].filter((d) => d.includes('a') && d.at(-1) === 'b');
+      expect(resumed.length).toBeGreaterThan(0);
+      expect(await store.countTasksByState()).toEqual({ completed: TASKS });
+    } finally {
+      await store.close();
+    }
+  }, 300_000);
+});
