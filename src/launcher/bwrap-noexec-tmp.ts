@@ -10,7 +10,7 @@
  * left (`sweepNoexecTmps`).
  */
 import { execFile } from 'node:child_process';
-import { mkdir, readdir, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rmdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -41,7 +41,12 @@ export async function mountNoexecTmp(name: string, sizeBytes: number, uid: numbe
   return { dir, release: () => unmount(dir) };
 }
 
-/** Unmounts the /tmp mounts of daemons that are gone. */
+/**
+ * Unmounts the /tmp mounts of daemons that are gone. The root is world-writable (/tmp): only a
+ * real directory owned by this daemon's uid is one of ours — any user can plant a symbolic link
+ * under our name, and umount(8) would follow it to unmount the host mount it names. A directory
+ * we own in a sticky /tmp cannot be swapped by anyone else after the check.
+ */
 export async function sweepNoexecTmps(root: string = tmpdir()): Promise<void> {
   const names = await readdir(root).catch(() => [] as string[]);
   for (const name of names) {
@@ -53,6 +58,10 @@ export async function sweepNoexecTmps(root: string = tmpdir()): Promise<void> {
     } catch (err) {
       alive = (err as NodeJS.ErrnoException).code === 'EPERM';
     }
-    if (!alive) await unmount(join(root, name));
+    if (alive) continue;
+    const dir = join(root, name);
+    const info = await lstat(dir).catch(() => null);
+    if (info === null || !info.isDirectory() || info.uid !== (process.getuid?.() ?? 0)) continue;
+    await unmount(dir);
   }
 }

@@ -227,7 +227,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
         });
       }
       const invocation = buildBwrapArgs({
-        runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: binds?.repoDir ?? spec.repoDir, outDir: spec.outDir,
+        runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: binds?.repoDir ?? spec.repoDir, outDir: binds?.outDir ?? spec.outDir,
         ...(tmp === undefined ? {} : { tmpDir: tmp.dir }),
         ...(spec.codeDir === undefined ? {} : { codeDir: binds?.codeDir ?? spec.codeDir }),
         ...(spec.brokerSocketPath === undefined ? {} : { brokerSocketPath: spec.brokerSocketPath }),

@@ -13,7 +13,9 @@
  * Root binds the repository (and the code directory) onto empty root-owned 0755 mount points,
  * non-recursively (mounts below the repository stay hidden, as with Docker's `NonRecursive`);
  * then drops to the attempt uid and execs bwrap, which binds those mount points read-only at
- * /repo and /opt/fusion. The host mount table never changes (the namespace dies with bwrap), the
+ * /repo and /opt/fusion. `/out` is bound the same way, read-write but `noexec,nosuid,nodev` (a
+ * bind keeps its source's flags and bwrap's user namespace cannot clear them): otherwise a child
+ * would write a binary to /out and run it, and the noexec /tmp would be moot. The host mount table never changes (the namespace dies with bwrap), the
  * repository's own modes are untouched, nothing is copied. What the uid still cannot do is read
  * a file or list a directory *inside* the repository whose own mode denies "others" (a 0600
  * file): the tools report it as unreadable. Idmapped mounts would lift that, but need
@@ -32,8 +34,12 @@ import { join } from 'node:path';
 export const UNSHARE_PATH = '/usr/bin/unshare';
 export const SETPRIV_PATH = '/usr/bin/setpriv';
 
-/** `$1`→`$2` and `$3`→`$4` (an empty source skips the pair), then the real command. */
-const BIND_SCRIPT = 'set -e; [ -z "$1" ] || mount --bind "$1" "$2"; [ -z "$3" ] || mount --bind "$3" "$4"; shift 4; exec "$@"';
+/**
+ * `$1`→`$2` and `$3`→`$4`, and `$5`→`$6` made `noexec,nosuid,nodev` (an empty source skips the
+ * pair), then the real command.
+ */
+const BIND_SCRIPT = 'set -e; [ -z "$1" ] || mount --bind "$1" "$2"; [ -z "$3" ] || mount --bind "$3" "$4"; '
+  + '[ -z "$5" ] || { mount --bind "$5" "$6"; mount -o remount,bind,noexec,nosuid,nodev "$6"; }; shift 6; exec "$@"';
 
 export interface PrivateBinds {
   /** argv before the bwrap command (the rlimit prefix, if any, goes after it). */
@@ -41,26 +47,31 @@ export interface PrivateBinds {
   /** Where bwrap finds the repository and the code (the private mount points). */
   repoDir?: string;
   codeDir?: string;
+  /** Where bwrap finds /out: the same directory, on a `noexec` bind (writes land in the host's). */
+  outDir?: string;
   /** Removes the (empty) mount points once the sandbox is gone. */
   cleanup(): Promise<void>;
 }
 
-export async function privateBinds(paths: { repoDir?: string; codeDir?: string }, ids: { uid: number; gid: number }): Promise<PrivateBinds> {
+export async function privateBinds(paths: { repoDir?: string; codeDir?: string; outDir?: string }, ids: { uid: number; gid: number }): Promise<PrivateBinds> {
   const root = await mkdtemp(join(tmpdir(), 'fusion-binds-'));
   await chmod(root, 0o755);
   const repoMount = join(root, 'repo');
   const codeMount = join(root, 'code');
   await mkdir(repoMount, { mode: 0o755 });
+  const outMount = join(root, 'out');
   await mkdir(codeMount, { mode: 0o755 });
+  await mkdir(outMount, { mode: 0o755 });
   const prefix = [
     UNSHARE_PATH, '--mount', '--propagation', 'private', '--',
-    '/bin/sh', '-c', BIND_SCRIPT, 'fusion-binds', paths.repoDir ?? '', repoMount, paths.codeDir ?? '', codeMount,
+    '/bin/sh', '-c', BIND_SCRIPT, 'fusion-binds', paths.repoDir ?? '', repoMount, paths.codeDir ?? '', codeMount, paths.outDir ?? '', outMount,
     SETPRIV_PATH, `--reuid=${ids.uid}`, `--regid=${ids.gid}`, '--clear-groups', '--',
   ];
   return {
     prefix,
     ...(paths.repoDir === undefined ? {} : { repoDir: repoMount }),
     ...(paths.codeDir === undefined ? {} : { codeDir: codeMount }),
+    ...(paths.outDir === undefined ? {} : { outDir: outMount }),
     cleanup: () => rm(root, { recursive: true, force: true }),
   };
 }

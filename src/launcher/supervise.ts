@@ -14,7 +14,9 @@
  *   backend: bwrap's handshake timeout, the engine's call timeouts). Idle = no output and no
  *   `markActivity()`.
  * - /out: polled while the sandbox lives; more files (at any depth) or bytes than its caps stop
- *   the sandbox (`output_cap`), and the exit record says why (`outDirOverflow`).
+ *   the sandbox (`output_cap`), and the exit record says why (`outDirOverflow`). It is measured
+ *   once more at exit, so writes after the last poll are not missed (the exit record then carries
+ *   `outDirOverflow` with the reason it exited for).
  * - Kill: a kill requested before the command may run waits for the backend to say whether it
  *   started (killing mid-start-up can strand half-made sandboxes); a command that never ran is
  *   hard-killed at once. Otherwise `terminate`, again every `termRepeatMs` during the grace if the
@@ -209,6 +211,7 @@ export function supervise(options: SupervisionOptions): Supervision {
 
   const exited = (status: RawExitStatus): void => {
     if (phase === 'exited') return;
+    const wasStarted = phase !== 'starting' && phase !== 'never-ran';
     phase = 'exited';
     for (const timer of timers) clock.clearTimeout(timer);
     timers.clear();
@@ -217,7 +220,15 @@ export function supervise(options: SupervisionOptions): Supervision {
     let signal = status.signal;
     if (signal === null && code !== null && code > 128 && code - 128 < 65) signal = signalName(code - 128);
     const reason: SandboxExitReason = killReason ?? (signal !== null ? 'signaled' : 'exited');
-    void backend.inspect().catch((err: unknown) => ({ inspectError: untrusted((err as Error).message, 300) })).then((extra) => {
+    // One last measure: a child that fills /out between two polls and exits before the next would
+    // otherwise hand over more than the caps with a clean exit record.
+    const finalOutCheck = outOverflow === undefined && wasStarted
+      ? checkOutDir().then((why) => {
+        if (why !== null) outOverflow = why;
+      }, () => undefined)
+      : Promise.resolve();
+    const inspected = backend.inspect().catch((err: unknown) => ({ inspectError: untrusted((err as Error).message, 300) }));
+    void Promise.all([inspected, finalOutCheck]).then(([extra]) => {
       const result: SandboxExit = {
         reason, exitCode: code, signal, durationMs: Math.round(clock.now() - options.startedAt),
         stdoutBytes: bytes.stdout, stderrBytes: bytes.stderr, stdoutTail: tails.stdout.toString(), stderrTail: tails.stderr.toString(),

@@ -142,6 +142,15 @@ for (const backend of BACKENDS) {
       expect(r).toEqual({ error: 'EACCES', stdout: null });
     });
 
+    it('/out is noexec under a root daemon on bwrap: a binary written there cannot be run (noexec /tmp is not bypassed)', async () => {
+      const r = report<Record<string, string>>(await run(launcher, scratch, { command: probe('containment/exec-anywhere.mjs') }));
+      if (IS_ROOT || backend !== 'bwrap') expect(r['/tmp']).toBe('EACCES');
+      // /dev is read-only (bwrap) or has no shm (Docker): no exec-able scratch space there either.
+      expect(r['/dev/shm']).toMatch(/^(write:|EACCES)/);
+      if (backend === 'bwrap' && IS_ROOT) expect(r['/out']).toBe('EACCES');
+      else console.warn(`${backend}: /out allows exec (${r['/out']}): docs/security.md#isolation-tiers`);
+    });
+
     it("/tmp's mountinfo root reveals no host path", async () => {
       const result = await run(launcher, scratch, { command: ['node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo','utf8'))"] });
       const tmpLine = result.stdout.split('\n').find((line) => line.split(' ')[4] === '/tmp');
@@ -439,6 +448,17 @@ for (const backend of BACKENDS) {
       });
       expect(files.exit.reason).toBe('output_cap');
       expect(files.exit.outDirOverflow).toBe('more than 20 files in /out');
+    });
+
+    it('/out filled past its cap right before a clean exit (between two polls) is still reported', async () => {
+      const burst = await run(launcher, scratch, {
+        command: probe('containment/out-burst.mjs', '12'),
+        outDir: await freshOutDir(scratch, `burst-${backend}`),
+        limits: limits({ maxOutBytes: 8 * MiB, wallMs: 60_000 }),
+      });
+      // Usually the probe is gone before the first poll (exited 0); on a loaded host a poll may
+      // catch it mid-write (output_cap). Either way the exit record must say /out overflowed.
+      expect(burst.exit.outDirOverflow).toBe(`more than ${8 * MiB} bytes in /out`);
     });
 
     it('the wall timeout kills', async () => {

@@ -300,3 +300,27 @@ describe('supervise: exit record', () => {
     expect(s.handle.pid).toBe(4242);
   });
 });
+
+describe('supervise: /out measured once more at exit', () => {
+  it('a child that fills /out after the last poll and exits cleanly still gets outDirOverflow', async () => {
+    let answer: string | null = null;
+    const { s, clock } = setup({ outDir: async () => answer, limits: { idleMs: 60_000 } });
+    s.started();
+    await clock.advance(OUT_DIR_POLL_MS);
+    answer = `more than ${8} bytes in /out`;
+    s.exited({ code: 0, signal: null });
+    expect(await s.handle.exit).toMatchObject({ reason: 'exited', exitCode: 0, outDirOverflow: 'more than 8 bytes in /out' });
+  });
+
+  it('a sandbox that never ran is not measured', async () => {
+    let asked = 0;
+    const { s } = setup({ outDir: async () => {
+      asked += 1;
+      return 'x';
+    } });
+    s.notStarted();
+    s.exited({ code: 1, signal: null });
+    expect((await s.handle.exit).outDirOverflow).toBeUndefined();
+    expect(asked).toBe(0);
+  });
+});
