@@ -149,14 +149,15 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
       return 0;
     }
     const taskId = String(receipt.taskId);
-    io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
     if (embedded !== undefined) {
       // Ctrl-C on an embedded run: stop the daemon gracefully (the task stays resumable) and say
-      // what happens to the task and how to resume or cancel it.
+      // what happens to the task and how to resume or cancel it. Installed before the receipt
+      // line is printed: whoever reacts to that line must already reach this handler.
       const daemon = embedded;
       onInterrupt = () => void interruptEmbedded(daemon, taskId, io);
       process.once('SIGINT', onInterrupt);
     }
+    io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
     const socketPath = client.socketPath;
     const waiting = client;
     return await whileWaiting(taskId, socketPath, async () => {

@@ -38,7 +38,14 @@ export const SETPRIV_PATH = '/usr/bin/setpriv';
  * `$1`→`$2` and `$3`→`$4`, and `$5`→`$6` made `noexec,nosuid,nodev` (an empty source skips the
  * pair), then the real command.
  */
-const BIND_SCRIPT = 'set -e; [ -z "$1" ] || mount --bind "$1" "$2"; [ -z "$3" ] || mount --bind "$3" "$4"; '
+// The repository is bound through a descriptor opened first and checked to still name the
+// physical path the task recorded (docs/security.md#private-repos): a caller who swaps a
+// directory on that path for a symlink after the submit-time check gets exit 97, not another
+// directory. `--no-canonicalize` keeps mount(8) from walking the path again.
+export const REPO_CHANGED_EXIT = 97;
+const BIND_SCRIPT = 'set -e; [ -z "$1" ] || { exec 9<"$1"; [ "$(readlink /proc/self/fd/9)" = "$1" ] '
+  + `|| { echo "fusion-binds: the repository path $1 changed since it was checked" >&2; exit ${REPO_CHANGED_EXIT}; }; `
+  + 'mount --no-canonicalize --bind /proc/self/fd/9 "$2"; exec 9<&-; }; [ -z "$3" ] || mount --bind "$3" "$4"; '
   + '[ -z "$5" ] || { mount --bind "$5" "$6"; mount -o remount,bind,noexec,nosuid,nodev "$6"; }; shift 6; exec "$@"';
 
 export interface PrivateBinds {

@@ -7,7 +7,7 @@
  * that can reject the input runs before anything is created (docs/behaviour.md#a8).
  */
 import { randomBytes } from 'node:crypto';
-import { statSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve, sep } from 'node:path';
 import type { Logger } from '../log.js';
 import { FusionError, toFusionError } from '../errors.js';
@@ -573,7 +573,9 @@ function validateRepoDir(repo: string, dataDir: string): string {
     isDir = false;
   }
   if (!isDir) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
-  const repoDir = resolve(trimmed);
+  // The physical path (no symlinks): the sandbox binds exactly this directory and refuses to
+  // start when the path names another one by then (docs/security.md#private-repos).
+  const repoDir = realpathSync(trimmed);
   // The daemon's own data (other tasks' results, the database) is never a repository to read.
   const data = resolve(dataDir);
   const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : `${b}${sep}`);
