@@ -104,6 +104,24 @@ export class SqliteDb implements SqlDb {
   }
 
   /**
+   * An executor for one transaction (or savepoint) that refuses use once `end()` is called: a
+   * caller that kept it past its scope would otherwise write into whatever runs next.
+   */
+  private scopedExecutor(): { tx: SqlExecutor; end: () => void } {
+    let active = true;
+    const check = (): void => {
+      if (!active) throw new FusionError('store_error', 'transaction already finished');
+    };
+    const tx: SqlExecutor = {
+      run: async (sql, params) => { check(); return this.raw.run(sql, params); },
+      get: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.get<R>(sql, params); },
+      all: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.all<R>(sql, params); },
+      exec: async (sql) => { check(); return this.raw.exec(sql); },
+    };
+    return { tx, end: () => { active = false; } };
+  }
+
+  /**
    * Runs `fn` inside BEGIN IMMEDIATE … COMMIT, after every earlier queued operation and before
    * any later one. Any throw rolls back and is rethrown unchanged (sqlite errors arrive wrapped). `fn` must use
    * only the executor it is given; calling this db's own methods from inside would wait for
@@ -111,24 +129,15 @@ export class SqliteDb implements SqlDb {
    */
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return this.exclusive(async () => {
-      let active = true;
-      const check = (): void => {
-        if (!active) throw new FusionError('store_error', 'transaction already finished');
-      };
-      const tx: SqlExecutor = {
-        run: async (sql, params) => { check(); return this.raw.run(sql, params); },
-        get: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.get<R>(sql, params); },
-        all: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.all<R>(sql, params); },
-        exec: async (sql) => { check(); return this.raw.exec(sql); },
-      };
+      const { tx, end } = this.scopedExecutor();
       await this.raw.exec('BEGIN IMMEDIATE');
       try {
         const value = await fn(tx);
-        active = false;
+        end();
         await this.raw.exec('COMMIT');
         return value;
       } catch (err) {
-        active = false;
+        end();
         await this.raw.exec('ROLLBACK').catch((rollbackErr: unknown) => {
           // sqlite may already have rolled back by itself (e.g. on SQLITE_FULL); keep the first error.
           this.log.warn({ err: rollbackErr }, 'sqlite rollback failed');
@@ -179,24 +188,15 @@ export class SqliteDb implements SqlDb {
     await this.raw.exec('BEGIN IMMEDIATE');
     try {
       for (const m of group) {
-        let active = true;
-        const check = (): void => {
-          if (!active) throw new FusionError('store_error', 'transaction already finished');
-        };
-        const tx: SqlExecutor = {
-          run: async (sql, params) => { check(); return this.raw.run(sql, params); },
-          get: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.get<R>(sql, params); },
-          all: async <R>(sql: string, params?: readonly SqlParam[]) => { check(); return this.raw.all<R>(sql, params); },
-          exec: async (sql) => { check(); return this.raw.exec(sql); },
-        };
+        const { tx, end } = this.scopedExecutor();
         await this.raw.exec('SAVEPOINT group_member');
         try {
           const value = await m.fn(tx);
-          active = false;
+          end();
           await this.raw.exec('RELEASE group_member');
           outcomes.push({ ok: true, value });
         } catch (err) {
-          active = false;
+          end();
           // A failing ROLLBACK TO means sqlite abandoned the whole transaction: the group fails.
           await this.raw.exec('ROLLBACK TO group_member');
           await this.raw.exec('RELEASE group_member');
