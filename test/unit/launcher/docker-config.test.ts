@@ -54,7 +54,7 @@ describe('docker container configuration', () => {
     const config = containerConfig({
       spec: {
         taskId: 'task/1', label: 'candidate-1.attempt-1', repoDir: '/r', outDir: '/o', codeDir: '/c', brokerSocketPath: '/s/broker.sock',
-        command: ['node', '/opt/fusion/sandbox/child-main.js'], env: { HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' }, limits,
+        command: ['node', '/opt/fusion/agent/child-main.js'], env: { HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' }, limits,
       },
       image: 'fusion-child:test', identity: { uid: 65534, gid: 65534, dropPrivileges: true }, nanoCpus: 1e9, owner: 'me',
       requestCopy: '/x/request.json', seccompOpt: 'seccomp={}',
@@ -78,7 +78,7 @@ describe('docker container configuration', () => {
     });
     expect(config).toMatchObject({
       Image: 'fusion-child:test', User: '65534:65534', WorkingDir: '/repo', NetworkDisabled: true, Tty: false, OpenStdin: false,
-      Cmd: ['node', '/opt/fusion/sandbox/child-main.js'],
+      Cmd: ['node', '/opt/fusion/agent/child-main.js'],
       Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: 'me', [LABELS.taskId]: 'task/1', [LABELS.attempt]: 'candidate-1.attempt-1' },
     });
     expect(config.Env?.sort()).toEqual(['HOME=/tmp', 'NODE_OPTIONS=--max-old-space-size=512', 'PATH=/usr/local/bin:/usr/bin:/bin']);
