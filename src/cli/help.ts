@@ -9,7 +9,7 @@ import { KEYS_USAGE } from './keys-command.js';
 
 const MODEL_FLAGS = '[--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]';
 
-const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker] [--log-level L] [--concurrency N]
+const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox auto|bwrap|docker|gvisor] [--sandbox-uids START-END] [--log-level L] [--concurrency N]
                 [--socket-group GROUP]   socket 0660 for GROUP: its members submit and see their own tasks
                 [--max-queued N] [--max-queued-per-caller N] [--storage-reserve-mb N] [--keep-attempt-files]
                 [--sandbox-rlimit-fallback]
@@ -43,7 +43,7 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion cancel ID [--json]
   fusion validate fusion_investigate|fusion_research [FILE|-]
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
-  fusion sandbox exec [--backend auto|bwrap|docker] [--repo DIR] [--out DIR] -- CMD ARGS…
+  fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
 ${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs

@@ -92,6 +92,6 @@ describe('fusion CLI validates input before contacting a daemon', () => {
     expect(missing.stderr.trim()).toBe('fusion: invalid_input: repo /nonexistent/fusion-repo is not a readable directory');
     expect(fusion(['tasks', '--state', 'sleeping']).stderr.trim()).toBe('fusion: invalid_input: state must be a task state, got "sleeping"');
     expect(fusion(['tasks', '--limit', 'ten']).code).toBe(2);
-    expect(fusion(['investigate', '--sandbox', 'vm', '--objective', 'o', '--background', 'b', '--deliverable', 'd']).stderr.trim()).toBe('fusion: invalid_input: --sandbox must be one of auto, bwrap, docker');
+    expect(fusion(['investigate', '--sandbox', 'vm', '--objective', 'o', '--background', 'b', '--deliverable', 'd']).stderr.trim()).toBe('fusion: invalid_input: --sandbox must be one of auto, bwrap, docker, gvisor');
   });
 });
