@@ -78,6 +78,9 @@ export interface SubmitRequest {
 
 type AbortReason = 'cancel' | 'shutdown';
 
+/** Bus cursors kept for ended tasks (their late events); older ones are forgotten. */
+export const MAX_ENDED_CURSORS = 256;
+
 export class TaskService {
   /** `unadmit` gives back the task's waiting place (idempotent; also done when it starts). */
   private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void>; started: boolean; unadmit: () => void }>();
@@ -514,20 +517,39 @@ export class TaskService {
     }
   }
 
+  /** Bus cursor (seq of the last event put on the bus) per task that has not ended. */
   private readonly published = new Map<string, number>();
+  /**
+   * Cursors of recently ended tasks, oldest first, at most MAX_ENDED_CURSORS: a run stopped by a
+   * cancel may still commit an event after the terminal one, and it is published once (not the
+   * whole history again) without a cursor per ended task staying for the daemon's lifetime.
+   */
+  private readonly endedCursors = new Map<string, number>();
 
   /** Publishes committed events the bus has not seen yet, in order. */
   private async publishNewEvents(taskId: string, fromSeq?: number, remote = false): Promise<void> {
-    const after = fromSeq ?? this.published.get(taskId) ?? 0;
-    const events = await this.deps.store.listEvents(taskId, after);
+    const cursor = (): number => this.published.get(taskId) ?? this.endedCursors.get(taskId) ?? 0;
+    const events = await this.deps.store.listEvents(taskId, fromSeq ?? cursor());
     // Cluster mode: the other daemons' waiters hear of what this daemon committed.
     if (!remote && events.length > 0) this.deps.cluster?.signals.eventsCommitted(taskId);
     for (const event of events) {
-      if (event.seq <= (this.published.get(taskId) ?? 0)) continue;
-      this.published.set(taskId, event.seq);
+      if (event.seq <= cursor()) continue;
+      this.advanceCursor(taskId, event.seq, event.kind === 'terminal');
       this.deps.bus.publish(event);
-      // Nothing is published after the terminal event; forget the cursor so the map stays small.
-      if (event.kind === 'terminal') this.published.delete(taskId);
+    }
+  }
+
+  private advanceCursor(taskId: string, seq: number, terminal: boolean): void {
+    if (!terminal && !this.endedCursors.has(taskId)) {
+      this.published.set(taskId, seq);
+      return;
+    }
+    this.published.delete(taskId);
+    this.endedCursors.delete(taskId); // re-inserted as the newest
+    this.endedCursors.set(taskId, seq);
+    if (this.endedCursors.size > MAX_ENDED_CURSORS) {
+      const oldest = this.endedCursors.keys().next().value;
+      if (oldest !== undefined) this.endedCursors.delete(oldest);
     }
   }
 }
