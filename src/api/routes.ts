@@ -37,6 +37,7 @@ import { socketCaller } from './socket-server.js';
 import { readBgResult, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
+import { ownedEventsFilter } from './owned-events.js';
 import { routeResearch, type ResearchApiContext } from './research-routes.js';
 import { assertStrictRequest } from './request-guard.js';
 
@@ -258,17 +259,12 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
   const buffered: TaskEvent[] = [];
   let replaying = true;
   let ended = false;
-  const owners = new Map<string, boolean>();
+  const owned = onlyFor === undefined ? undefined : ownedEventsFilter(async (taskId) => (await ctx.tasks.store.getTask(taskId))?.callerUid, onlyFor.uid);
   let chain = Promise.resolve();
   const deliver = (e: TaskEvent): void => {
-    if (onlyFor === undefined) return write(e);
+    if (owned === undefined) return write(e);
     chain = chain.then(async () => {
-      let mine = owners.get(e.taskId);
-      if (mine === undefined) {
-        mine = (await ctx.tasks.store.getTask(e.taskId))?.callerUid === onlyFor.uid;
-        owners.set(e.taskId, mine);
-      }
-      if (mine) write(e);
+      if (await owned.accepts(e)) write(e);
     }).catch(() => undefined);
   };
   const write = (e: TaskEvent): void => {
