@@ -3,6 +3,7 @@
 // single-client baseline), and prints `{samples, codes}` as one JSON line on stdout.
 // Usage: node bench/flood-client.mjs SOCKET COUNT CONCURRENT BODY_JSON
 import process from 'node:process';
+import { Buffer } from 'node:buffer';
 import { request } from 'node:http';
 import { performance } from 'node:perf_hooks';
 
