@@ -10,7 +10,7 @@
 // 1 s and takes a reading: a full GC of the main isolate, 200 ms, another full GC, then
 // process.memoryUsage(), the Anonymous total of /proc/self/smaps_rollup and V8's space sizes
 // (`MEM {…}` on its stdout). The readings form a curve (`curve`), so warm-up that plateaus (JIT
-// code, V8's young generation growing to its cap, SQLite's page cache filling to cache_size, the
+// code, V8's old space settling, SQLite's page cache filling to cache_size, the
 // stage worker threads' own heaps) can be told from a leak, whose slope does not flatten:
 // `slopeBytesPerTask` gives bytes per task over the whole run and over the last two segments,
 // for RSS, the V8 heap (heapTotal = reserved, heapUsed = live after GC), V8's new space alone,
