@@ -336,6 +336,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       stageWorkers,
       sandboxOwner,
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
+      // A shared database: attempts are kept there, so any daemon can seal any task.
+      archiveAttempts: pgStore !== undefined,
       ...overrides.workflow,
     });
 
