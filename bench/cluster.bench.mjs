@@ -10,13 +10,15 @@
 // 2. Draining N builtin tasks (real bwrap sandboxes, builtin engine) with 1 daemon, then with 2
 //    daemons sharing the database and queue (2 task slots each, test/fixtures/e2e/cluster-daemon.mjs).
 //    On a 2-core machine the second daemon adds overhead rather than throughput: the ratio is
-//    recorded, and docs/operations.md#capacity-model extrapolates to hosts of their own.
+//    recorded (speedup = 1-daemon wall / 2-daemon wall, and its inverse), with the core count and
+//    the machine's load average, and docs/operations.md#capacity-model extrapolates to hosts of
+//    their own.
 //
 // Env: BENCH_CLUSTER_RECEIPTS (default 200, short 30), BENCH_CLUSTER_TASKS (default 20, short 6).
 import process from 'node:process';
 import { spawn } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -154,8 +156,11 @@ export default async function run() {
     const repo = join(repoRoot, 'repo');
     cpSync(join(ROOT, 'test', 'fixtures', 'e2e', 'repo'), repo, { recursive: true });
     chmodSync(repoRoot, 0o755);
+    // The machine is shared (other work may run beside the bench): its load is recorded with the figures.
+    const loadBefore = loadavg()[0];
     const one = await drain(pg, redis, 1, repo);
     const two = await drain(pg, redis, 2, repo);
+    const loadAfter = loadavg()[0];
     return {
       unit: 'ms',
       receipt,
@@ -167,6 +172,9 @@ export default async function run() {
         tasks_per_hour_one: Math.round((TASKS / one) * 3600),
         tasks_per_hour_two: Math.round((TASKS / two) * 3600),
         speedup_two_vs_one: Math.round((one / two) * 100) / 100,
+        wall_ratio_two_vs_one: Math.round((two / one) * 100) / 100,
+        cpus: cpus().length,
+        load_avg_1m: { before: Math.round(loadBefore * 100) / 100, after: Math.round(loadAfter * 100) / 100 },
         note: 'both daemons share this machine\'s 2 cores: a ratio near or below 1 is overhead, not a cluster limit (docs/operations.md#capacity-model)',
       },
       meets_goal: receipt.meets_goal,
