@@ -35,7 +35,8 @@ export function parseDuration(name: string, text: string): number {
   return Math.round(Number(m[1]) * UNITS[m[2] ?? 'ms']!);
 }
 
-function positiveInt(name: string, text: string): number {
+/** An environment setting that must be a positive integer (invalid_config naming it otherwise). */
+export function positiveInt(name: string, text: string): number {
   const n = Number(text);
   if (!Number.isSafeInteger(n) || n < 1) throw new FusionError('invalid_config', `${name} must be a positive integer, got ${JSON.stringify(text)}`);
   return n;
