@@ -62,6 +62,7 @@ import { ResearchService } from './research/research-service.js';
 import { openResearchSqliteStore, type ResearchSqliteStore } from './store/research-sqlite-store.js';
 import { createMemoryResearchStore } from './store/research-memory-store.js';
 import { assertListenAllowed, listenOnTcp, parseListenAddress } from './api/tcp-listener.js';
+import { AuthFailureThrottle, type AuthThrottleOptions } from './api/auth-throttle.js';
 import { sha256Hex } from './contracts/sha256.js';
 import { packageVersion } from './common/package-version.js';
 
@@ -101,6 +102,8 @@ export interface DaemonOverrides {
   wrapStore?: <T extends Store>(store: T) => T;
   /** Test seam: the peer-credential addon's path (a missing one proves --socket-group refuses to start). */
   peerCredAddon?: string;
+  /** Test seam: the TCP listener's failed-authentication limit (default 20 per address per minute). */
+  tcpAuthThrottle?: Partial<AuthThrottleOptions>;
 }
 
 export interface Daemon {
@@ -490,6 +493,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
     attemptCheck: createAttemptRecordCheck(store),
     research: { service: research, keys: researchSql },
+    tcpAuthThrottle: new AuthFailureThrottle(overrides.tcpAuthThrottle),
   };
   let server: Server;
   let tcp: { server: Server; host: string; port: number } | undefined;
