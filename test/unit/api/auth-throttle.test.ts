@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AuthFailureThrottle, throttleKey } from '../../../src/api/auth-throttle.js';
-import { FusionError } from '../../../src/errors.js';
+import type { FusionError } from '../../../src/errors.js';
 
 const refusal = (fn: () => void): FusionError | undefined => {
   try {
