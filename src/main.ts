@@ -457,7 +457,11 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       // must not fail them; and a database copy must not be written onto the full disk.
       // Cluster mode: another daemon may run a task this one does not; expired leases bring them back instead.
       { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : cluster !== undefined ? Promise.resolve(CLUSTER_SKIP) : runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log })) },
-      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : pgStore !== undefined ? Promise.resolve(PG_BACKUP_SKIP) : runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log })) },
+      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : pgStore !== undefined ? Promise.resolve(PG_BACKUP_SKIP) : runBackup({
+        store, dir: maint.backupDir, keep: maint.backupKeep, log, home: config.home, tasksDir: paths.tasksDir, running, signingKey: maint.backupSigningKey,
+        // The research tables are in the main database unless --research-db named another file.
+        ...(config.researchDb !== undefined && researchSql.backupTo ? { research: { backupTo: (f: string) => researchSql.backupTo!(f) } } : {}),
+      })) },
     ],
   });
 
