@@ -5,6 +5,8 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { initSigningKey } from '../../../src/audit/signing.js';
+import { issueKey } from '../../../src/research/api-keys.js';
+import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
@@ -114,6 +116,23 @@ describe('backup file mode', () => {
     // FUSION_BACKUP_SIGNING_KEY=public: the public key only.
     const pub = await runBackup({ store, dir, keep: 2, log: silentLogger(), home, signingKey: 'public', now: new Date(Date.now() + 1000) });
     expect(readdirSync(pub.dir).sort()).toEqual(['backup.json', 'fusion.db', 'signing-key.pub.pem']);
+  });
+
+  it('a separate research database (--research-db) is backed up beside the main one', async () => {
+    const research = await openResearchSqliteStore({ file: join(tmp.dir, 'research.db'), log: silentLogger() });
+    try {
+      const { record } = await issueKey(research, 'ws_1', 'workspace');
+      const summary = await runBackup({ store, dir: join(tmp.dir, 'backups-research'), keep: 1, log: silentLogger(), research: { backupTo: (f) => research.backupTo!(f) } });
+      expect(summary.research).toBe(true);
+      const copy = await openResearchSqliteStore({ file: join(summary.dir, 'research.db'), log: silentLogger() });
+      try {
+        expect((await copy.getKey(record.id))?.workspaceId).toBe('ws_1');
+      } finally {
+        await copy.close();
+      }
+    } finally {
+      await research.close();
+    }
   });
 
   it('FUSION_BACKUP_SIGNING_KEY is private (default) or public', () => {
