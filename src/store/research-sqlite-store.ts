@@ -11,7 +11,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ResearchRunStatus } from '../contracts/research.js';
 import { assertRunTransition, CANCELABLE } from '../contracts/research-run-state.js';
-import { migrate } from './migrations.js';
+import { migrate, readClusterId } from './migrations.js';
 import type { SqlDb, SqlExecutor } from './sql-port.js';
 import { openConfiguredDb } from './sqlite-store.js';
 import { SqliteDb } from './sqlite-db.js';
@@ -28,6 +28,8 @@ export type ResearchSqliteStore = ResearchRunStore & ApiKeyStore & {
   readonly file: string;
   /** Online SQLite backup into `file` (the backup job, when the research database is its own file); absent on PostgreSQL. */
   backupTo?(file: string): Promise<void>;
+  /** The research database's cluster id: the Redis key prefix of its research queue. */
+  clusterId(): Promise<string>;
 };
 
 const now = (): string => new Date().toISOString();
@@ -60,6 +62,10 @@ export class ResearchSqlStoreImpl implements ResearchSqliteStore {
   backupTo(file: string): Promise<void> {
     if (this.db instanceof SqliteDb) return this.db.backupTo(file);
     return Promise.reject(new FusionError('store_error', 'online backup to a file is for SQLite stores; back PostgreSQL up with pg_dump', { retryable: false }));
+  }
+
+  clusterId(): Promise<string> {
+    return readClusterId(this.db);
   }
 
   async createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }> {
