@@ -23,13 +23,22 @@ import type { CallerIdentity } from './caller.js';
 /** The check run as the caller: physical path of $1 when it is a directory the caller can read and enter. */
 const CHECK_SCRIPT = 'cd -P -- "$1" 2>/dev/null && test -r . && pwd -P';
 
+/**
+ * `setpriv` options that make the command the caller: its uid, gid and supplementary groups (as
+ * SO_PEERGROUPS reported them), no capabilities, no new privileges. Also used to pack the
+ * caller's repository bundle (bundles/pack-as-caller.ts).
+ */
+export function setprivArgs(caller: CallerIdentity): string[] {
+  const groups = caller.groups === null ? ['--init-groups'] : caller.groups.length > 0 ? ['--groups', caller.groups.join(',')] : ['--clear-groups'];
+  return [`--reuid=${caller.uid}`, `--regid=${caller.gid}`, ...groups, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs'];
+}
+
 export type RepoAccessCheck = (repo: string, caller: CallerIdentity) => Promise<string>;
 
 /** Resolves `repo` as `caller`, or refuses with invalid_input naming `repo` (nothing is created before this runs). */
 export const checkRepoAsCaller: RepoAccessCheck = (repo, caller) =>
   new Promise((resolve, reject) => {
-    const groups = caller.groups === null ? ['--init-groups'] : caller.groups.length > 0 ? ['--groups', caller.groups.join(',')] : ['--clear-groups'];
-    const args = [`--reuid=${caller.uid}`, `--regid=${caller.gid}`, ...groups, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', '/bin/sh', '-c', CHECK_SCRIPT, 'fusion-repo-check', repo];
+    const args = [...setprivArgs(caller), '--', '/bin/sh', '-c', CHECK_SCRIPT, 'fusion-repo-check', repo];
     execFile('setpriv', args, { encoding: 'utf8', timeout: 10_000, cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {
       // Exactly pwd's line, never trimmed: a directory whose name ends in whitespace ("/tmp/x "
       // or "/tmp/x\n", reached through a symlink) would otherwise be recorded as another
