@@ -70,6 +70,7 @@ export async function packTree(root: string, options: PackOptions): Promise<Pack
     try {
       names = await readdir(rel === '' ? root : join(root, rel));
     } catch (err) {
+      if (rel === '') throw new FusionError('invalid_input', `repo ${root} is not a directory the caller can read; nothing was created`, { details: { field: 'repo' }, cause: err });
       if (isDenied(err)) {
         skipped.unreadable++;
         return;
