@@ -5,17 +5,15 @@
  * no sandbox process is left, and every result read back through the survivor verifies.
  * Real bwrap sandboxes, builtin engine (test/fixtures/e2e/cluster-daemon.mjs).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
 import { openPgStore } from '../../../src/store/pg-store.js';
 import { createLogger } from '../../../src/log.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
 import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
-import { REFILL_ARGS, ROOT, copyFixtureRepo, describeWithBwrap, freshRunRoot, ourSandboxProcesses, waitFor } from '../workflow/helpers.js';
+import { REFILL_ARGS, copyFixtureRepo, describeWithBwrap, ourSandboxProcesses, waitFor } from '../workflow/helpers.js';
+import { spawnClusterDaemon, type ClusterDaemon } from './helpers.js';
 
 const TASKS = 12;
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -34,48 +32,8 @@ afterAll(async () => {
   await pgServer?.stop();
 });
 
-interface ClusterDaemon {
-  proc: ChildProcess;
-  socket: string;
-  lines: () => string[];
-  exited: Promise<void>;
-}
-
-async function spawnClusterDaemon(id: string, databaseUrl: string, delayMs: number): Promise<ClusterDaemon> {
-  const home = mkdtempSync(join(tmpdir(), `fusion-cluster-${id}-`));
-  const runRoot = freshRunRoot();
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, databaseUrl, redis!.url, String(delayMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  const socket = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`cluster daemon ${id} did not start: ${err}`)), 60_000);
-    proc.stdout!.on('data', () => {
-      const m = /^READY (\S+)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then(() => {
-      clearTimeout(timer);
-      reject(new Error(`cluster daemon ${id} exited before READY: ${err}`));
-    });
-  });
-  cleanups.push(async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      await exited;
-    }
-    rmSync(home, { recursive: true, force: true });
-    rmSync(runRoot, { recursive: true, force: true });
-  });
-  return { proc, socket, lines: () => out.split('\n').filter(Boolean), exited };
-}
+const spawnDaemon = (id: string, databaseUrl: string, delayMs: number): Promise<ClusterDaemon> =>
+  spawnClusterDaemon(cleanups, id, { databaseUrl, redisUrl: redis!.url }, delayMs);
 
 describeWithBwrap('cluster: two daemons, one SIGKILLed mid-run', () => {
   it(`${TASKS} tasks submitted to the daemon that dies all end terminal once, served by the survivor`, async () => {
@@ -84,8 +42,8 @@ describeWithBwrap('cluster: two daemons, one SIGKILLed mid-run', () => {
     const fixture = copyFixtureRepo();
     cleanups.push(() => rmSync(fixture.root, { recursive: true, force: true }));
     // A's first candidate of each task sleeps 4 s: A is surely mid-run when it is killed.
-    const a = await spawnClusterDaemon('a', databaseUrl, 4000);
-    const b = await spawnClusterDaemon('b', databaseUrl, 0);
+    const a = await spawnDaemon('a', databaseUrl, 4000);
+    const b = await spawnDaemon('b', databaseUrl, 0);
     const viaA = new FusionClient(a.socket);
     const ids: string[] = [];
     for (let i = 0; i < TASKS; i++) {

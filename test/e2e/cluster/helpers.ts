@@ -1,0 +1,56 @@
+/**
+ * Cluster e2e fixtures: a daemon process of a cluster (test/fixtures/e2e/cluster-daemon.mjs)
+ * started against a shared PostgreSQL database and Redis, stopped by the file's cleanups.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT, freshRunRoot } from '../workflow/helpers.js';
+
+export interface ClusterDaemon {
+  proc: ChildProcess;
+  socket: string;
+  lines: () => string[];
+  exited: Promise<void>;
+}
+
+export type Cleanups = Array<() => Promise<void> | void>;
+
+export async function spawnClusterDaemon(cleanups: Cleanups, id: string, urls: { databaseUrl: string; redisUrl: string }, delayMs: number, env: Record<string, string> = {}): Promise<ClusterDaemon> {
+  const home = mkdtempSync(join(tmpdir(), `fusion-cluster-${id}-`));
+  const runRoot = freshRunRoot();
+  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, urls.databaseUrl, urls.redisUrl, String(delayMs)], {
+    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
+  });
+  let out = '';
+  let err = '';
+  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const socket = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`cluster daemon ${id} did not start: ${err}`)), 60_000);
+    proc.stdout!.on('data', () => {
+      const m = /^READY (\S+)$/m.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`cluster daemon ${id} exited before READY: ${err}`));
+    });
+  });
+  cleanups.push(async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    }
+    rmSync(home, { recursive: true, force: true });
+    rmSync(runRoot, { recursive: true, force: true });
+  });
+  return { proc, socket, lines: () => out.split('\n').filter(Boolean), exited };
+}
