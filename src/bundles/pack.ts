@@ -6,8 +6,10 @@
  * Nothing is followed: the walk lstat()s, a file is opened with O_NOFOLLOW and must still be the
  * regular file the walk saw. Kept: directories, regular files, and symlinks that resolve inside
  * the tree (symlink-paths.ts). Skipped and counted: symlinks that leave it (absolute targets,
- * `..` above the root), FIFOs, sockets and devices, and entries the caller may not read (the
- * sandbox, running as another uid, could not have read them either). The cap is on the archive's
+ * `..` above the root), FIFOs, sockets and devices, entries the caller may not read, and entries
+ * "others" may not read (a 0600 file, a 0700 directory): a sandbox reading the repository at its
+ * path reads as another uid and could not read those either (docs/security.md#private-repos), so
+ * the bundle, whose files every sandbox uid may read, must not hold them. The cap is on the archive's
  * size and is checked before each file is read, so an oversized repository is refused early.
  */
 import { createHash } from 'node:crypto';
@@ -49,6 +51,10 @@ function unrepresentable(path: string, why: string): FusionError {
     details: { field: 'repo', reason: 'unpackable_path', path },
   });
 }
+
+/** o+rx on a directory, o+r on a file: what a sandbox uid, reading as "others", needs. */
+const OTHERS_DIR = 0o005;
+const OTHERS_FILE = 0o004;
 
 const isDenied = (err: unknown): boolean => ['EACCES', 'EPERM', 'ENOENT', 'ELOOP', 'ENOTDIR'].includes((err as NodeJS.ErrnoException).code ?? '');
 
@@ -92,6 +98,11 @@ export async function packTree(root: string, options: PackOptions): Promise<Pack
         throw err;
       }
       if (matcher.excludes(path, info.isDirectory())) continue;
+      // What a sandbox uid could read at the path is what the bundle holds: it reads as "others".
+      if ((info.isDirectory() && (info.mode & OTHERS_DIR) !== OTHERS_DIR) || (info.isFile() && (info.mode & OTHERS_FILE) !== OTHERS_FILE)) {
+        skipped.unreadable++;
+        continue;
+      }
       if (info.isDirectory()) {
         checkName(path, `${path}/`);
         charge(0, path);

@@ -34,7 +34,7 @@ describe('packTree', () => {
     const a = tree({ 'src/b.ts': 'b', 'src/a.ts': 'a', 'README.md': 'r' });
     const b = tree({ 'README.md': 'r', 'src/a.ts': 'a', 'src/b.ts': 'b' });
     utimesSync(join(b, 'src/a.ts'), 1000, 1000);
-    chmodSync(join(b, 'README.md'), 0o600);
+    chmodSync(join(b, 'README.md'), 0o604);
     execFileSync('chown', ['65534:65534', join(b, 'src/b.ts')]);
     const [pa, pb] = [await packTree(a, opts), await packTree(b, opts)];
     expect(pa.digest).toBe(pb.digest);
@@ -46,7 +46,7 @@ describe('packTree', () => {
 
   it('keeps the exec bit only, as 0755, and normalises every other mode', async () => {
     const root = tree({ 'run.sh': '#!/bin/sh\n', 'data.txt': 'x' });
-    chmodSync(join(root, 'run.sh'), 0o700);
+    chmodSync(join(root, 'run.sh'), 0o744);
     chmodSync(join(root, 'data.txt'), 0o666);
     const entries = readBundleTar((await packTree(root, opts)).data, LIMITS);
     expect(entries.map((e) => e.type === 'file' && e.executable)).toEqual([false, true]);
@@ -85,6 +85,15 @@ describe('packTree', () => {
     const packed = await packTree(root, opts);
     expect(paths(packed.data)).toEqual(['symlink:dot', 'symlink:inside', 'dir:src', 'file:src/a.ts', 'symlink:src/loop']);
     expect(packed.skipped.escapingLinks).toBe(3);
+  });
+
+  it('leaves out what a sandbox uid could not read at the path: files without o+r, directories without o+rx', async () => {
+    const root = tree({ 'open.txt': 'o', '.env': 'secret', 'private/key': 'k' });
+    chmodSync(join(root, '.env'), 0o640);
+    chmodSync(join(root, 'private'), 0o750);
+    const packed = await packTree(root, opts);
+    expect(paths(packed.data)).toEqual(['file:open.txt']);
+    expect(packed.skipped.unreadable).toBe(2);
   });
 
   it('skips FIFOs and sockets (never opened)', async () => {

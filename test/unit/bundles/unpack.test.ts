@@ -115,8 +115,8 @@ describe('bundle cache', () => {
   it('verifies, unpacks atomically with normalised modes, and reuses a tree by digest', async () => {
     const repo = tmp('fusion-repo-');
     mkdirSync(join(repo, 'src'));
-    writeFileSync(join(repo, 'src', 'a.ts'), 'export const a = 1;\n', { mode: 0o600 });
-    writeFileSync(join(repo, 'run.sh'), '#!/bin/sh\n', { mode: 0o700 });
+    writeFileSync(join(repo, 'src', 'a.ts'), 'export const a = 1;\n', { mode: 0o664 });
+    writeFileSync(join(repo, 'run.sh'), '#!/bin/sh\n', { mode: 0o745 });
     symlinkSync('src/a.ts', join(repo, 'link'));
     const packed = await packTree(repo, { exclude: [], maxBytes: 1024 * 1024 });
     let fetches = 0;
@@ -162,15 +162,17 @@ describe('bundle cache', () => {
     mkdirSync(join(repo, 'src'), { recursive: true });
     writeFileSync(join(repo, 'src', 'a.ts'), 'a');
     writeFileSync(join(repo, 'secret'), 's', { mode: 0o600 });
+    writeFileSync(join(repo, 'shared'), 's', { mode: 0o644 });
     const { execFileSync } = await import('node:child_process');
     execFileSync('chown', ['-R', '65534:65534', home]);
     execFileSync('chmod', ['0700', home]);
-    // The root-owned secret.root is unreadable to the caller: skipped, as the sandbox could not read it.
+    // The repository is reachable only as the caller (0700 home); its 0600 files are not packed
+    // (a sandbox uid reads as "others"), whoever owns them.
     writeFileSync(join(repo, 'secret.root'), 'r', { mode: 0o600 });
     const caller = { uid: 65534, gid: 65534, pid: 1, groups: [] };
     const packed = await packRepo({ repo, exclude: [], maxBytes: 1024 * 1024, caller });
-    expect(readBundleTar(packed.data, LIMITS).map((e) => e.path)).toEqual(['secret', 'src', 'src/a.ts']);
-    expect(packed.skipped.unreadable).toBe(1);
+    expect(readBundleTar(packed.data, LIMITS).map((e) => e.path)).toEqual(['shared', 'src', 'src/a.ts']);
+    expect(packed.skipped.unreadable).toBe(2);
     expect(packed.digest).toBe(sha(packed.data));
     const other = { uid: 65533, gid: 65533, pid: 1, groups: [] };
     const err = await packRepo({ repo, exclude: [], maxBytes: 1024 * 1024, caller: other }).catch((e: unknown) => e as FusionError);
