@@ -16,7 +16,6 @@
  * blocks are refused too, so one digest has one meaning.
  */
 import { FusionError } from '../errors.js';
-import { byteOrder } from '../audit/tar-members.js';
 import { resolvesInside, type LinkLookup } from './symlink-paths.js';
 
 export type BundleEntry =
@@ -83,7 +82,8 @@ export function archiveName(entry: BundleEntry): string {
 
 /** Writes the entries (sorted here) as one deterministic ustar. */
 export function writeBundleTar(entries: readonly BundleEntry[]): Buffer {
-  const sorted = [...entries].sort((a, b) => byteOrder(archiveName(a), archiveName(b)));
+  // Byte order of the UTF-8 names, independent of locale (as the audit tarballs).
+  const sorted = [...entries].sort((a, b) => Buffer.compare(Buffer.from(archiveName(a), 'utf8'), Buffer.from(archiveName(b), 'utf8')));
   const chunks: Buffer[] = [];
   for (const e of sorted) {
     if (e.type === 'dir') chunks.push(header(`${e.path}/`, '5', DIR_MODE, 0));

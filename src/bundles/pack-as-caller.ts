@@ -15,8 +15,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { FusionError } from '../errors.js';
-import type { CallerIdentity } from '../tasks/caller.js';
-import { setprivArgs } from '../tasks/repo-access.js';
+import { setprivArgs, type RunAs } from '../common/setpriv-args.js';
 import { readBundleTar } from './bundle-tar.js';
 import { bundleTooLarge, packTree, type PackedBundle } from './pack.js';
 
@@ -25,7 +24,7 @@ export interface PackRequest {
   exclude: readonly string[];
   maxBytes: number;
   /** The socket caller to read as; undefined → in-process (root, the daemon's uid, in-process callers). */
-  caller?: CallerIdentity;
+  caller?: RunAs;
 }
 
 /** Entries allowed in a bundle (the reader's bound; far above any source tree under the cap). */
@@ -57,7 +56,7 @@ interface ChildSummary {
   error?: { code: string; message: string; details: Record<string, unknown> };
 }
 
-function runChild(req: PackRequest, caller: CallerIdentity): Promise<{ data: Buffer; summary: ChildSummary }> {
+function runChild(req: PackRequest, caller: RunAs): Promise<{ data: Buffer; summary: ChildSummary }> {
   const args = [...setprivArgs(caller), '--', process.execPath, childScript(), req.repo, String(req.maxBytes), JSON.stringify(req.exclude)];
   return new Promise((resolve, reject) => {
     execFile('setpriv', args, { encoding: 'buffer', maxBuffer: req.maxBytes + 1, timeout: 300_000, cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {

@@ -19,19 +19,10 @@
 import { execFile } from 'node:child_process';
 import { FusionError } from '../errors.js';
 import type { CallerIdentity } from './caller.js';
+import { setprivArgs } from '../common/setpriv-args.js';
 
 /** The check run as the caller: physical path of $1 when it is a directory the caller can read and enter. */
 const CHECK_SCRIPT = 'cd -P -- "$1" 2>/dev/null && test -r . && pwd -P';
-
-/**
- * `setpriv` options that make the command the caller: its uid, gid and supplementary groups (as
- * SO_PEERGROUPS reported them), no capabilities, no new privileges. Also used to pack the
- * caller's repository bundle (bundles/pack-as-caller.ts).
- */
-export function setprivArgs(caller: CallerIdentity): string[] {
-  const groups = caller.groups === null ? ['--init-groups'] : caller.groups.length > 0 ? ['--groups', caller.groups.join(',')] : ['--clear-groups'];
-  return [`--reuid=${caller.uid}`, `--regid=${caller.gid}`, ...groups, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs'];
-}
 
 export type RepoAccessCheck = (repo: string, caller: CallerIdentity) => Promise<string>;
 
