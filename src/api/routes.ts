@@ -9,6 +9,7 @@
  *   GET  /v1/tasks[?state=&limit=]      list
  *   GET  /v1/tasks/:id                  status
  *   GET  /v1/tasks/:id/result[?delivery=auto|inline|artifact]   bg_result (never blocks)
+ *   GET  /v1/tasks/:id/answer                                    the verified answer's bytes (text/markdown)
  *   GET  /v1/tasks/:id/wait[?timeoutMs=]                         long-poll until terminal
  *   GET  /v1/tasks/:id/events[?after=&follow=]                   NDJSON events
  *   GET  /v1/events[?follow=]                                     NDJSON events of all tasks
@@ -34,7 +35,7 @@ import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { noSuchTask } from '../tasks/task-service.js';
 import { isPrivileged, maySeeTask, uidLabel, type CallerIdentity } from '../tasks/caller.js';
 import { socketCaller } from './socket-server.js';
-import { readBgResult, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
+import { readAnswerBytes, readBgResult, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { routeResearch, type ResearchApiContext } from './research-routes.js';
@@ -197,6 +198,13 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
       return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal, ctx.attemptCheck, (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer)));
+    }
+    case 'answer': {
+      allow('GET');
+      const { answer, sha256 } = await readAnswerBytes(ctx.tasks.store, await visible(id), ctx.resultSeal, ctx.attemptCheck);
+      res.writeHead(200, { 'content-type': 'text/markdown; charset=utf-8', 'content-length': answer.length, 'x-fusion-answer-sha256': sha256, 'cache-control': 'no-store' });
+      res.end(answer);
+      return;
     }
     case 'wait': {
       allow('GET');

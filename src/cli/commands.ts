@@ -4,6 +4,7 @@
  * 2 invalid input or usage, 3 no daemon answered.
  */
 import { readFileSync } from 'node:fs';
+import { readableHere } from '../common/readable.js';
 import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Workflow } from '../contracts/constants.js';
@@ -84,9 +85,12 @@ export function printTask(task: Record<string, unknown>, io: Io, json: boolean):
   }
 }
 
-/** Prints a bg_result reply; returns the exit code. */
-export function printResult(result: Record<string, unknown>, io: Io, json: boolean): number {
-  const answer = result.answer as { present: boolean; header?: string; text?: string; path?: string; reason?: string };
+/**
+ * Prints a bg_result reply; returns the exit code. An artifact this user cannot open (a
+ * socket-group member; another host's copy) is fetched over the socket with `fetchAnswer`.
+ */
+export async function printResult(result: Record<string, unknown>, io: Io, json: boolean, fetchAnswer?: (sha256: string) => Promise<Buffer>): Promise<number> {
+  const answer = result.answer as { present: boolean; header?: string; text?: string; path?: string; sha256?: string; reason?: string };
   const status = String(result.status);
   if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
   else if (answer.present) {
@@ -95,7 +99,12 @@ export function printResult(result: Record<string, unknown>, io: Io, json: boole
     const citations = result.citations as { checked: number; confirmed: number; unconfirmed: unknown[] } | undefined;
     if (citations !== undefined) io.stderr(`Citations: ${citations.checked} checked, ${citations.confirmed} confirmed, ${citations.unconfirmed.length} unconfirmed.\n`);
     if (answer.text !== undefined) io.stdout(answer.text.endsWith('\n') ? answer.text : `${answer.text}\n`);
-    else io.stdout(`Answer stored at ${String(answer.path)} (delivery: artifact)\n`);
+    else if (fetchAnswer === undefined || answer.path === undefined || readableHere(answer.path)) io.stdout(`Answer stored at ${String(answer.path)} (delivery: artifact)\n`);
+    else {
+      const text = (await fetchAnswer(String(answer.sha256))).toString('utf8');
+      io.stderr(`(${answer.path} is not readable by this user: the verified answer came over the socket)\n`);
+      io.stdout(text.endsWith('\n') ? text : `${text}\n`);
+    }
   } else if (status === 'running') {
     io.stdout(`${String(result.taskId)} is still running (${String(result.stage ?? result.state)}); wait for it with 'fusion wait ${String(result.taskId)}'.\n`);
   } else {

@@ -163,7 +163,7 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     return await whileWaiting(taskId, socketPath, async () => {
       await followProgress(waiting, taskId, io);
       const result = (await waiting.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
-      return printResult(result, io, json);
+      return await printResult(result, io, json, (sha256) => waiting.answer(taskId, sha256));
     });
   } finally {
     if (onInterrupt) process.off('SIGINT', onInterrupt);
@@ -271,8 +271,10 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       const args = parseArgs(rest, { ...COMMON, delivery: { value: true } });
       const delivery = flag(args, 'delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw usageError(`--delivery must be one of ${DELIVERY_MODES.join(', ')}`);
-      const result = (await client(args).call('GET', `/v1/tasks/${idArg(args, 'result')}/result?delivery=${delivery}`)) as Record<string, unknown>;
-      return printResult(result, io, has(args, 'json'));
+      const c = client(args);
+      const id = idArg(args, 'result');
+      const result = (await c.call('GET', `/v1/tasks/${id}/result?delivery=${delivery}`)) as Record<string, unknown>;
+      return await printResult(result, io, has(args, 'json'), (sha256) => c.answer(decodeURIComponent(id), sha256));
     }
     case 'wait': {
       const args = parseArgs(rest, { ...COMMON, timeout: { value: true } });

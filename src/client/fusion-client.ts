@@ -13,8 +13,9 @@ import { FusionError } from '../errors.js';
 import type { DaemonConfigInput } from '../contracts/config.js';
 import type { Workflow } from '../contracts/constants.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
+import { sha256Hex } from '../contracts/sha256.js';
 import { processEnv, resolveHome, resolveSocket, type Env } from '../config/settings.js';
-import { describeEndpoint, envelopeError, ndjson, rawRequest, DEFAULT_REQUEST_TIMEOUT_MS, type ApiReply, type Endpoint } from './transport.js';
+import { bytesRequest, describeEndpoint, envelopeError, errorReply, ndjson, rawRequest, DEFAULT_REQUEST_TIMEOUT_MS, type ApiReply, type Endpoint } from './transport.js';
 import { startEmbeddedDaemon, type EmbeddedDaemon } from './embedded.js';
 import type {
   BgResult, DeliveryMode, HealthReply, InvestigateToolInput, Receipt, ResearchCreateBody, ResearchCreateReply, ResearchDocumentView,
@@ -189,6 +190,25 @@ export class FusionClient {
     const delivery = options.delivery ?? 'auto';
     if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
     return this.call('GET', `/v1/tasks/${taskPath(taskId)}/result?delivery=${delivery}`) as Promise<BgResult>;
+  }
+
+  /**
+   * The verified answer's bytes, whatever their size (`GET /v1/tasks/:id/answer`): for a caller
+   * who cannot open an artifact's path. The bytes are checked against the daemon's digest and,
+   * when given, the digest bg_result reported.
+   */
+  async answer(taskId: string, expectSha256?: string): Promise<Buffer> {
+    await this.connect();
+    const reply = await bytesRequest(this.socket, 'GET', `/v1/tasks/${taskPath(taskId)}/answer`);
+    if (reply.status >= 400) throw envelopeError(errorReply(reply));
+    const observed = sha256Hex(reply.bytes);
+    const sent = reply.headers['x-fusion-answer-sha256'];
+    for (const expected of [sent, expectSha256]) {
+      if (expected !== undefined && expected !== observed) {
+        throw new FusionError('artifact_error', `the answer of task ${taskId} arrived with sha256:${observed}, not the verified sha256:${String(expected)}`, { details: { taskId, expected, observed } });
+      }
+    }
+    return reply.bytes;
   }
 
   async cancel(taskId: string): Promise<TaskView> {

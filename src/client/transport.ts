@@ -76,14 +76,27 @@ function parseBody(text: string): unknown {
 }
 
 /** One request; resolves with the status and the parsed body (any status). */
-export function rawRequest(endpoint: Endpoint, method: string, path: string, body?: unknown, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headers: Record<string, string> = {}): Promise<ApiReply> {
+export async function rawRequest(endpoint: Endpoint, method: string, path: string, body?: unknown, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headers: Record<string, string> = {}): Promise<ApiReply> {
+  const reply = await bytesRequest(endpoint, method, path, body, timeoutMs, headers);
+  return { status: reply.status, body: parseBody(reply.bytes.toString('utf8')) };
+}
+
+/** A reply as bytes (the answer route sends Markdown, not JSON). */
+export interface BytesReply {
+  status: number;
+  headers: IncomingMessage['headers'];
+  bytes: Buffer;
+}
+
+/** One request; resolves with the status, headers and the body's bytes (any status). */
+export function bytesRequest(endpoint: Endpoint, method: string, path: string, body?: unknown, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, headers: Record<string, string> = {}): Promise<BytesReply> {
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   const allHeaders: Record<string, string | number> = { ...headers, ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}) };
   return new Promise((resolve, reject) => {
     const req = send(endpoint, { ...requestOptions(endpoint, method, path, allHeaders), timeout: timeoutMs }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: parseBody(Buffer.concat(chunks).toString('utf8')) }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, bytes: Buffer.concat(chunks) }));
       res.on('error', reject);
     });
     req.on('socket', guardSocket);
@@ -92,6 +105,11 @@ export function rawRequest(endpoint: Endpoint, method: string, path: string, bod
     if (payload) req.write(payload);
     req.end();
   });
+}
+
+/** An error reply's body, parsed (JSON envelope) for envelopeError. */
+export function errorReply(reply: BytesReply): ApiReply {
+  return { status: reply.status, body: parseBody(reply.bytes.toString('utf8')) };
 }
 
 /** The daemon's error envelope as a FusionError (unknown codes become internal_error). */

@@ -19,6 +19,7 @@ import { FusionError, toFusionError } from '../errors.js';
 import type { FusionClient } from '../client/index.js';
 import type { BgResult, ResearchRunView, TaskView } from '../client/types.js';
 import { parseWith } from '../api/http-util.js';
+import { readableHere } from '../common/readable.js';
 import { RESEARCH_RUN_STATUSES } from '../contracts/research.js';
 import { MCP_TOOLS, TOOL_CONTRACTS, isToolName, type ToolName } from './tool-schemas.js';
 import type { WebTools } from './web-tools.js';
@@ -107,6 +108,12 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
 
   const args = <T>(name: ToolName, raw: unknown): T => parseWith(TOOL_CONTRACTS[name] as unknown as z.ZodType<T>, raw ?? {}, `${name} arguments`);
 
+  /** An artifact this process cannot open (a socket-group member; another host's copy) comes over the socket. */
+  const artifactText = async (id: string, path: string | undefined, sha256: string): Promise<string> => {
+    if (path !== undefined && readableHere(path)) return `The answer is stored at ${path} (delivery: artifact).`;
+    return (await client.answer(id, sha256)).toString('utf8');
+  };
+
   const callTool = async (name: ToolName, raw: unknown, signal: AbortSignal): Promise<ToolResult> => {
     switch (name) {
       case 'fusion_investigate':
@@ -124,7 +131,7 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
         const result: BgResult = await client.result(id, { delivery: a.delivery ?? 'auto' });
         const answer = result.answer;
         const text = answer.present
-          ? `${answer.header}\n\n${answer.text ?? `The answer is stored at ${answer.path} (delivery: artifact).`}`
+          ? `${answer.header}\n\n${answer.text ?? (await artifactText(id, answer.path, answer.sha256))}`
           : result.status === 'running'
             ? `Task ${id} is still running. Wait for the terminal notification. Do not poll.`
             : `Task ${id} ${result.status}: no answer was committed.${result.error ? ` ${result.error.code}: ${result.error.message}` : ''}`;

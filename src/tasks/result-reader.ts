@@ -9,7 +9,7 @@ import { readFileSync, lstatSync } from 'node:fs';
 import { FusionError } from '../errors.js';
 import { INLINE_LIMIT_BYTES } from '../contracts/constants.js';
 import type { DeliveryMode } from '../contracts/api.js';
-import type { Store, TaskRecord } from '../store/port.js';
+import type { ResultRecord, Store, TaskRecord } from '../store/port.js';
 import { isTerminal, statusOf } from '../contracts/task-state.js';
 import { sha256Hex } from '../contracts/sha256.js';
 
@@ -100,26 +100,7 @@ export async function readBgResult(
     const usage = await firstUsage(store, task);
     return { ...base, delivery: 'none', answer: { present: false, reason: 'run_did_not_commit' }, error: task.error, ...(usage === undefined ? {} : { usage }) };
   }
-  const result = await store.getResult(task.id);
-  if (!result) throw invalid('the task is completed but no result row exists');
-
-  // Verify before anyone reads a byte of it.
-  if (sha256Hex(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
-  // Cluster mode keeps the bytes in the row (any daemon serves them); otherwise the file is the copy.
-  const answer = result.answerData ?? readRegular(result.answerPath, 'answer file');
-  const answerSha = sha256Hex(answer);
-  if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
-    throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
-  }
-  const metadata = JSON.parse(result.metadata) as { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown };
-  if (metadata.answer_sha256 !== undefined && metadata.answer_sha256 !== answerSha) throw invalid('metadata names a different answer digest');
-  // Once sealed, the task tarball is the one copy of the attempts (their files are pruned).
-  const checkedSealed = attemptCheck !== undefined && (await attemptCheck(task, metadata.attempts ?? []));
-  for (const a of checkedSealed ? [] : (metadata.attempts ?? [])) {
-    const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
-    if (sha256Hex(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
-  }
-  if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
+  const { result, answer, answerSha, metadata } = await verifiedAnswer(store, task, sealCheck, attemptCheck);
 
   const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
   const fits = answer.length <= INLINE_LIMIT_BYTES;
@@ -143,6 +124,55 @@ export async function readBgResult(
     ...(sealCheck === undefined ? {} : { signed: true }),
     ...(usage === undefined ? {} : { usage }),
   };
+}
+
+interface VerifiedAnswer {
+  result: ResultRecord;
+  answer: Buffer;
+  answerSha: string;
+  metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown };
+}
+
+/** A completed task's answer bytes, after every check bg_result makes (throws artifact_error). */
+async function verifiedAnswer(store: Store, task: TaskRecord, sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck): Promise<VerifiedAnswer> {
+  const result = await store.getResult(task.id);
+  if (!result) throw invalid('the task is completed but no result row exists');
+
+  // Verify before anyone reads a byte of it.
+  if (sha256Hex(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
+  // Cluster mode keeps the bytes in the row (any daemon serves them); otherwise the file is the copy.
+  const answer = result.answerData ?? readRegular(result.answerPath, 'answer file');
+  const answerSha = sha256Hex(answer);
+  if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
+    throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
+  }
+  const metadata = JSON.parse(result.metadata) as VerifiedAnswer['metadata'];
+  if (metadata.answer_sha256 !== undefined && metadata.answer_sha256 !== answerSha) throw invalid('metadata names a different answer digest');
+  // Once sealed, the task tarball is the one copy of the attempts (their files are pruned).
+  const checkedSealed = attemptCheck !== undefined && (await attemptCheck(task, metadata.attempts ?? []));
+  for (const a of checkedSealed ? [] : (metadata.attempts ?? [])) {
+    const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
+    if (sha256Hex(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
+  }
+  if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
+
+  return { result, answer, answerSha, metadata };
+}
+
+/**
+ * `GET /v1/tasks/:id/answer`: the verified answer's bytes, whatever their size. For callers who
+ * cannot open an artifact's path (a socket-group member: the file is in the daemon's 0700 data
+ * directory; another host's copy in cluster mode), docs/behaviour.md#f3.
+ */
+export async function readAnswerBytes(store: Store, task: TaskRecord, sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck): Promise<{ answer: Buffer; sha256: string }> {
+  if (!isTerminal(task.state)) {
+    throw new FusionError('task_not_terminal', `task ${task.id} is still running (${task.state}); wait for it first`, { details: { taskId: task.id, state: task.state } });
+  }
+  if (task.state !== 'completed') {
+    throw new FusionError('not_found', `task ${task.id} ended ${task.state} and committed no answer`, { details: { taskId: task.id, state: task.state } });
+  }
+  const { answer, answerSha } = await verifiedAnswer(store, task, sealCheck, attemptCheck);
+  return { answer, sha256: answerSha };
 }
 
 /** The path an artifact delivery names: the committed file, or (cluster mode, another host's file) a local copy. */

@@ -211,11 +211,19 @@ suite('non-root callers over a --socket-group socket', () => {
     const events = await http(alice, 'GET', `/v1/tasks/${taskId}/events?follow=false`);
     expect(events.status).toBe(200);
     expect(events.text).toContain('"kind":"terminal"');
+    // An artifact's path is in the daemon's 0700 data directory: the CLI fetches the verified
+    // bytes over the socket instead of printing a path she cannot open.
+    const artifact = await cli(alice, 'result', taskId, '--delivery', 'artifact');
+    expect({ code: artifact.code, stderr: artifact.stderr }).toMatchObject({ code: 0, stderr: expect.stringContaining('is not readable by this user: the verified answer came over the socket') });
+    expect(artifact.stdout).toBe(result.stdout);
+    const bytes = await http(alice, 'GET', `/v1/tasks/${taskId}/answer`);
+    expect(bytes.status).toBe(200);
+    expect(`${bytes.text}${bytes.text.endsWith('\n') ? '' : '\n'}`).toBe(result.stdout);
   }, 240_000);
 
   it('another member is not the owner: every read of the task is 404 as for a missing task, and its list is empty', async () => {
     const missing = await http(bob, 'GET', '/v1/tasks/investigate-00000000000000000000000000000000');
-    for (const [method, path] of [['GET', `/v1/tasks/${taskId}`], ['GET', `/v1/tasks/${taskId}/result`], ['GET', `/v1/tasks/${taskId}/wait?timeoutMs=0`], ['GET', `/v1/tasks/${taskId}/events?follow=false`], ['POST', `/v1/tasks/${taskId}/cancel`]] as const) {
+    for (const [method, path] of [['GET', `/v1/tasks/${taskId}`], ['GET', `/v1/tasks/${taskId}/result`], ['GET', `/v1/tasks/${taskId}/answer`], ['GET', `/v1/tasks/${taskId}/wait?timeoutMs=0`], ['GET', `/v1/tasks/${taskId}/events?follow=false`], ['POST', `/v1/tasks/${taskId}/cancel`]] as const) {
       const r = await http(bob, method, path);
       expect({ path, status: r.status, code: (JSON.parse(r.text) as { error: { code: string } }).error.code }).toEqual({ path, status: 404, code: 'not_found' });
     }
@@ -238,6 +246,11 @@ suite('non-root callers over a --socket-group socket', () => {
     const mine = await mcpCall(alice, 'bg_status', { taskId });
     expect(mine.isError ?? false).toBe(false);
     expect(mine.content[0]!.text).toContain('completed');
+    // An artifact she cannot open comes back as the answer's text, not an unreadable path.
+    const artifact = await mcpCall(alice, 'bg_result', { taskId, delivery: 'artifact' });
+    expect(artifact.isError ?? false).toBe(false);
+    expect(artifact.content[0]!.text).toMatch(/\(verified\)/);
+    expect(artifact.content[0]!.text).not.toContain('The answer is stored at');
     // Bob cannot traverse alice's 0700 home: his own MCP server is configured with a directory he reads.
     const theirs = await mcpCall(bob, 'bg_status', { taskId }, base);
     expect(theirs.isError).toBe(true);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
@@ -163,6 +163,14 @@ describe('socket API against a real daemon process', () => {
       expect(existsSync(auto.answer.path)).toBe(true);
       const inline = await big.client.raw('GET', `/v1/tasks/${receipt.taskId}/result?delivery=inline`);
       expect((inline.body as Json).error.message).toContain('above the 49152-byte inline limit. Use delivery:"artifact"; nothing was truncated.');
+      // The bytes themselves, for a caller who cannot open the path: verified, whole, digest in a header.
+      const bytes = await big.client.answer(receipt.taskId, auto.answer.sha256);
+      expect(bytes.length).toBe(60_001);
+      expect(bytes.equals(readFileSync(auto.answer.path))).toBe(true);
+      await expect(big.client.answer(receipt.taskId, '0'.repeat(64))).rejects.toMatchObject({ code: 'artifact_error' });
+      writeFileSync(auto.answer.path, 'tampered\n');
+      const tampered = await big.client.raw('GET', `/v1/tasks/${receipt.taskId}/answer`);
+      expect({ status: tampered.status, code: (tampered.body as Json).error.code }).toEqual({ status: 500, code: 'artifact_error' });
     } finally {
       await stopDaemon(big);
     }

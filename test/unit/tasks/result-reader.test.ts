@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { INLINE_LIMIT_BYTES } from '../../../src/contracts/constants.js';
-import { readBgResult } from '../../../src/tasks/result-reader.js';
+import { readAnswerBytes, readBgResult } from '../../../src/tasks/result-reader.js';
 import { completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs, type Harness } from '../fakes/task-fixtures.js';
 
 let dirs: Dirs;
@@ -71,5 +71,19 @@ describe('readBgResult', () => {
     const { store, taskId } = await completed();
     const task = { ...(await store.getTask(taskId))!, state: 'failed' as const, error: { code: 'launch_failed', message: 'x', state: 'candidates_running' as const } };
     expect(await readBgResult(store, task)).toMatchObject({ status: 'failed', answer: { present: false, reason: 'run_did_not_commit' }, error: { code: 'launch_failed' } });
+  });
+});
+
+describe('readAnswerBytes', () => {
+  it('returns the verified bytes of any size; refuses a running task (retryable) and a task that committed nothing', async () => {
+    const big = 'y'.repeat(INLINE_LIMIT_BYTES * 2);
+    const { store, taskId } = await completed(big);
+    const task = (await store.getTask(taskId))!;
+    const { answer, sha256 } = await readAnswerBytes(store, task);
+    expect({ text: answer.toString('utf8') === big, sha256 }).toEqual({ text: true, sha256: (await store.getResult(taskId))!.answerSha256 });
+    await expect(readAnswerBytes(store, { ...task, state: 'merging' })).rejects.toMatchObject({ code: 'task_not_terminal' });
+    await expect(readAnswerBytes(store, { ...task, state: 'failed' })).rejects.toMatchObject({ code: 'not_found', message: `task ${taskId} ended failed and committed no answer` });
+    writeFileSync((await store.getResult(taskId))!.answerPath, 'changed');
+    await expect(readAnswerBytes(store, task)).rejects.toMatchObject({ code: 'artifact_error' });
   });
 });
