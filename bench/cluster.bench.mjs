@@ -8,15 +8,18 @@
 //    (dist/) with a runner that does nothing until stopped, so only the receipt path is measured;
 //    the four measurements are interleaved (rotating order).
 // 2. Draining N builtin tasks (real bwrap sandboxes, builtin engine) with 1 daemon, then with 2
-//    daemons sharing the database and queue (2 task slots each, test/fixtures/e2e/cluster-daemon.mjs).
+//    daemons sharing the database and queue (2 task slots each, test/fixtures/e2e/cluster-daemon.mjs),
+//    then with 1 daemon of 4 slots (as many slots as the two together).
 //    On a 2-core machine the second daemon adds overhead rather than throughput: the ratio is
-//    recorded, and docs/operations.md#capacity-model extrapolates to hosts of their own.
+//    recorded (speedup = 1-daemon wall / 2-daemon wall, and its inverse), with the core count and
+//    the machine's load average, and docs/operations.md#capacity-model extrapolates to hosts of
+//    their own.
 //
 // Env: BENCH_CLUSTER_RECEIPTS (default 200, short 30), BENCH_CLUSTER_TASKS (default 20, short 6).
 import process from 'node:process';
 import { spawn } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -28,6 +31,8 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = iterations('BENCH_CLUSTER_RECEIPTS', 200, 30);
 const TASKS = iterations('BENCH_CLUSTER_TASKS', 20, 6);
 const WARMUP = 15;
+/** Task slots per daemon (--concurrency). */
+const SLOTS = 2;
 const GOAL_RATIO = 3;
 const BWRAP = '/usr/bin/bwrap';
 const ARGS = {
@@ -104,8 +109,8 @@ async function receiptLatency(pg, redis) {
   };
 }
 
-/** Starts `count` cluster daemons on a fresh database, submits TASKS, waits for all; wall seconds. */
-async function drain(pg, redis, count, repo) {
+/** Starts `count` cluster daemons of `slots` task slots each on a fresh database, submits TASKS, waits for all; wall seconds. */
+async function drain(pg, redis, count, repo, slots = SLOTS) {
   const { FusionClient } = await import('../dist/src/client/index.js');
   const databaseUrl = await pg.createDatabase();
   const procs = [];
@@ -113,7 +118,9 @@ async function drain(pg, redis, count, repo) {
     const clients = await Promise.all(Array.from({ length: count }, (_, i) => new Promise((resolve, reject) => {
       const home = mkdtempSync(join(tmpdir(), 'fusion-bench-drain-'));
       const runRoot = join(tmpdir(), `fsn-bench-${process.pid}-${count}-${i}`);
-      const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, `d${i}`, databaseUrl, redis.url, '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, `d${i}`, databaseUrl, redis.url, '0'], {
+        stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FUSION_TASK_CONCURRENCY: String(slots) },
+      });
       procs.push({ proc, home, runRoot });
       let out = '';
       proc.stdout.on('data', (c) => {
@@ -154,20 +161,33 @@ export default async function run() {
     const repo = join(repoRoot, 'repo');
     cpSync(join(ROOT, 'test', 'fixtures', 'e2e', 'repo'), repo, { recursive: true });
     chmodSync(repoRoot, 0o755);
+    // The machine is shared (other work may run beside the bench): its load is recorded with the figures.
+    const loadBefore = loadavg()[0];
     const one = await drain(pg, redis, 1, repo);
     const two = await drain(pg, redis, 2, repo);
+    // Two daemons hold twice the slots: one daemon with as many slots in all tells the cluster's
+    // own cost (a second process, queue hand-offs) from the gain of running more tasks at once.
+    const oneSameSlots = await drain(pg, redis, 1, repo, 2 * SLOTS);
+    const loadAfter = loadavg()[0];
     return {
       unit: 'ms',
       receipt,
       drain: {
         tasks: TASKS,
-        slotsPerDaemon: 2,
+        slotsPerDaemon: SLOTS,
         one_daemon_s: Math.round(one * 10) / 10,
         two_daemons_s: Math.round(two * 10) / 10,
+        one_daemon_same_slots_s: Math.round(oneSameSlots * 10) / 10,
         tasks_per_hour_one: Math.round((TASKS / one) * 3600),
         tasks_per_hour_two: Math.round((TASKS / two) * 3600),
+        tasks_per_hour_one_same_slots: Math.round((TASKS / oneSameSlots) * 3600),
         speedup_two_vs_one: Math.round((one / two) * 100) / 100,
-        note: 'both daemons share this machine\'s 2 cores: a ratio near or below 1 is overhead, not a cluster limit (docs/operations.md#capacity-model)',
+        wall_ratio_two_vs_one: Math.round((two / one) * 100) / 100,
+        // > 1: two daemons are slower than one daemon with the same slots in all (the cluster's overhead).
+        wall_ratio_two_vs_one_same_slots: Math.round((two / oneSameSlots) * 100) / 100,
+        cpus: cpus().length,
+        load_avg_1m: { before: Math.round(loadBefore * 100) / 100, after: Math.round(loadAfter * 100) / 100 },
+        note: 'both daemons share this machine\'s cores (and, on a shared machine, its other load): compare two daemons with one daemon of the same slots for the cluster\'s own cost (docs/operations.md#capacity-model)',
       },
       meets_goal: receipt.meets_goal,
     };

@@ -297,6 +297,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     const dispatcher: ResearchDispatcher = config.redisUrl
       ? await createQueueDispatcher({
           redisUrl: config.redisUrl,
+          // The research database's cluster: daemons sharing it share the queue, others never take its jobs.
+          clusterId: await researchSql.clusterId(),
           store: runStore,
           executor,
           log,
@@ -338,6 +340,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       stageWorkers,
       sandboxOwner,
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
+      // A shared database: attempts are kept there, so any daemon can seal any task.
+      archiveAttempts: pgStore !== undefined,
       ...overrides.workflow,
     });
 

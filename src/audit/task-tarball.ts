@@ -20,12 +20,13 @@ import { canonicalJson, sha256Hex, sourcePolicy, type CanonicalInput } from '../
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Store, TaskRecord, TaskTarballRecord } from '../store/port.js';
-import { taskPaths } from '../tasks/paths.js';
+import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { PROMPTS_VERSION, promptsSha256 } from '../contracts/prompts.js';
 import { tarballBytes, tarballsSealed } from '../metrics/registry.js';
 import { packMembers, type TarMember } from './tar-members.js';
 import { signManifestDigest, type SigningKey } from './signing.js';
 import { REPLAY_DIR, REPLAY_RECORD_SUFFIX } from './replay.js';
+import { archivedAttemptMembers } from './attempt-archive.js';
 
 export const MANIFEST_SCHEMA = 'fusion.task-manifest.v1';
 export const SIGNATURE_SCHEMA = 'fusion.task-signature.v1';
@@ -107,7 +108,10 @@ function attemptMembers(attemptsDir: string, replayDir: string): TarMember[] {
   return members;
 }
 
-/** Builds the members of a terminal task's tarball from the database and its directory. */
+/**
+ * Builds the members of a terminal task's tarball from the database and its directory (and, for
+ * attempts not on this host's disk, their archives in the database).
+ */
 export async function collectTaskMembers(deps: SealDeps, task: TaskRecord): Promise<TarMember[]> {
   const { store } = deps;
   const paths = taskPaths(deps.tasksDir, task.id);
@@ -141,6 +145,14 @@ export async function collectTaskMembers(deps: SealDeps, task: TaskRecord): Prom
     }))),
   });
   members.push(...attemptMembers(paths.attemptsDir, join(paths.dir, REPLAY_DIR)));
+  // Cluster mode: attempts another daemon ran (it may be dead) are not on this disk; their
+  // archives in the database stand in for them (attempt-archive.ts).
+  for (const a of attempts) {
+    const prefix = `attempts/${attemptDirName(a.stage, a.attempt)}`;
+    if (members.some((m) => m.name.startsWith(`${prefix}/`))) continue;
+    const archived = await archivedAttemptMembers(store, task.id, a.stage, a.attempt);
+    if (archived !== null) members.push(...archived.filter((m) => !members.some((have) => have.name === m.name)));
+  }
 
   const anonymization = await store.getCheckpoint(task.id, 'anonymization');
   const candidates = await store.getCheckpoint(task.id, 'candidates');
@@ -156,7 +168,8 @@ export async function collectTaskMembers(deps: SealDeps, task: TaskRecord): Prom
 
   const result = await store.getResult(task.id);
   if (result !== null) {
-    const answer = regularFile(result.answerPath);
+    // The row's bytes when the store keeps them (cluster mode: the writer's disk may be another host's).
+    const answer = result.answerData ?? regularFile(result.answerPath);
     if (answer !== null) members.push({ name: 'result/answer.md', data: answer });
     members.push({ name: 'result/metadata.json', data: Buffer.from(result.metadata, 'utf8') });
     members.push({

@@ -1,8 +1,9 @@
 /**
  * `fusion audit export TASK -o FILE.tar` and `fusion audit verify TASK|FILE.tar [--pubkey FILE]
  * [--replay [--repo DIR]]`. Both work without a daemon: export reads the sealed tarball from the
- * database of the data directory; verify needs nothing but the file (and, to pin the signer,
- * the public key; to replay, a checkout of the repository).
+ * database of the data directory, or in cluster mode from the shared PostgreSQL database
+ * (--database-url / FUSION_DATABASE_URL, as `fusion keys`); verify needs nothing but the file
+ * (and, to pin the signer, the public key; to replay, a checkout of the repository).
  *
  * verify exits 0 when every check holds and 1 naming the first broken member.
  */
@@ -11,6 +12,8 @@ import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import { silentLogger } from '../log.js';
 import { openSqliteStore } from '../store/sqlite-store.js';
+import { openPgStore } from '../store/pg-store.js';
+import type { Store } from '../store/port.js';
 import { dataPaths } from '../tasks/paths.js';
 import { loadSigningKey, parsePublicKey } from '../audit/signing.js';
 import { verifyTaskTarball, type OfflineVerifyReport } from '../audit/offline-verify.js';
@@ -19,17 +22,28 @@ import { flag, has, parseArgs, usageError } from '../config/args.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
-const FLAGS = { data: { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {} };
+const FLAGS = { data: { value: true }, 'database-url': { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {} };
 
-async function tarballFromStore(home: string, taskId: string): Promise<Buffer> {
-  const file = dataPaths(home).dbFile;
-  if (!existsSync(file)) throw new FusionError('not_found', `no database at ${file}; pass --data DIR (or FUSION_HOME) of the daemon that ran the task`);
-  const store = await openSqliteStore({ file, log: silentLogger() });
+/** Where the sealed tarballs are: the data directory's SQLite file, or the cluster's PostgreSQL database. */
+type StoreLocation = { home: string } | { url: string };
+
+async function openStore(where: StoreLocation): Promise<{ store: Store; name: string }> {
+  if ('url' in where) {
+    const store = await openPgStore({ url: where.url, log: silentLogger(), maxConnections: 1 });
+    return { store, name: store.file };
+  }
+  const file = dataPaths(where.home).dbFile;
+  if (!existsSync(file)) throw new FusionError('not_found', `no database at ${file}; pass --data DIR (or FUSION_HOME) of the daemon that ran the task, or --database-url in cluster mode`);
+  return { store: await openSqliteStore({ file, log: silentLogger() }), name: file };
+}
+
+async function tarballFromStore(where: StoreLocation, taskId: string): Promise<Buffer> {
+  const { store, name } = await openStore(where);
   try {
     const sealed = await store.getTaskTarball(taskId);
     if (sealed === null) {
       const task = await store.getTask(taskId);
-      if (task === null) throw new FusionError('not_found', `no task ${taskId} in ${file}`);
+      if (task === null) throw new FusionError('not_found', `no task ${taskId} in ${name}`);
       throw new FusionError('not_found', `task ${taskId} is ${task.state} and has no sealed tarball yet (a task is sealed when it ends)`);
     }
     return sealed.data;
@@ -46,11 +60,14 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   const target = args.positionals[0];
   if (target === undefined || args.positionals.length > 1) throw usageError(`usage: fusion audit ${sub ?? 'export|verify'} TASK${sub === 'verify' ? '|FILE.tar' : ''} …`);
   const home = resolveHome(args, env);
+  // Cluster mode: the shared PostgreSQL database holds every task's sealed tarball.
+  const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
+  const where: StoreLocation = databaseUrl ? { url: databaseUrl } : { home };
 
   if (sub === 'export') {
     const out = flag(args, 'out');
     if (out === undefined) throw usageError('fusion audit export TASK -o FILE.tar: -o is required');
-    const data = await tarballFromStore(home, target);
+    const data = await tarballFromStore(where, target);
     writeFileSync(resolve(out), data, { mode: 0o600, flag: 'wx' });
     io.stderr(`fusion: exported ${target}: ${data.length} bytes, ${readMembers(data).length} members → ${resolve(out)}\n`);
     return 0;
@@ -58,7 +75,7 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   if (sub !== 'verify') throw usageError(`unknown audit subcommand ${JSON.stringify(sub)}; use export or verify`);
 
   const isFile = existsSync(target) && lstatSync(target).isFile();
-  const data = isFile ? readFileSync(target) : await tarballFromStore(home, target);
+  const data = isFile ? readFileSync(target) : await tarballFromStore(where, target);
   const pubkeyFile = flag(args, 'pubkey');
   // A task read from this data directory is pinned to this directory's own key when it has one.
   const publicKey = pubkeyFile !== undefined ? parsePublicKey(readFileSync(pubkeyFile)) : isFile ? undefined : (loadSigningKey(home)?.publicKey ?? undefined);

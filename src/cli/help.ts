@@ -47,8 +47,9 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
                                      run CMD under exactly the candidate policy (no broker); exits with its code
 ${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
-  fusion audit export TASK -o FILE.tar [--data DIR]      the task's sealed tarball, from the database
-  fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--json]
+  fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
+                                     the task's sealed tarball, from the database (cluster mode: the shared one)
+  fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--database-url postgres://…] [--json]
                                      offline; exit 1 names the first broken member
   fusion help [COMMAND]              this overview, or one command's help (also: fusion COMMAND --help)
 
@@ -58,7 +59,7 @@ anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTH
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL,
 FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRESS_ALLOW_CIDRS.
-Research runs: REDIS_URL (BullMQ queue research-runs; unset → runs execute in the create request),
+Research runs: REDIS_URL (BullMQ queue research-runs, prefixed by the research database's cluster id; unset → runs execute in the create request),
 RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
 (BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
 Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work.
@@ -106,10 +107,11 @@ personal and copilot keys are refused with 403); the key is printed once and onl
 stored. signing-init creates the Ed25519 key pair that signs every task tarball (private key 0600 in the
 data directory; refuses to replace one); signing-public prints the public key (PEM) for auditors.
 `,
-  audit: `Usage: fusion audit export TASK -o FILE.tar [--data DIR]
-       fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--data DIR] [--json]
+  audit: `Usage: fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
+       fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--data DIR] [--database-url postgres://…] [--json]
 
-export writes the task's sealed tarball from the database. verify checks a tarball offline (no
+export writes the task's sealed tarball from the database: the data directory's, or in cluster
+mode the shared PostgreSQL database (--database-url or FUSION_DATABASE_URL). verify checks a tarball offline (no
 daemon): structure, signature (against --pubkey when given), every member digest, every log and
 seal, the broker cross-checks and, with --replay, every repository tool call again. Exit 0 when
 all hold; exit 1 naming the first broken member.

@@ -1,7 +1,7 @@
 /**
  * What the two BullMQ queues (research runs, Fusion tasks) share: the connection settings, the
- * start-up check that Redis answers, and the bounded queue add (ioredis would otherwise wait
- * for an unreachable Redis forever).
+ * Redis key prefix of a cluster, the start-up check that Redis answers, and the bounded queue
+ * add (ioredis would otherwise wait for an unreachable Redis forever).
  */
 import type { Queue, Worker } from 'bullmq';
 import { FusionError } from '../errors.js';
@@ -9,6 +9,15 @@ import { FusionError } from '../errors.js';
 /** BullMQ's connection for REDIS_URL: workers need maxRetriesPerRequest null. */
 export function bullConnection(redisUrl: string): { url: string; maxRetriesPerRequest: null } {
   return { url: redisUrl, maxRetriesPerRequest: null };
+}
+
+/**
+ * The Redis key prefix of every queue of one cluster: its database's cluster id (migration 6).
+ * Daemons sharing a database share their queues; clusters sharing one Redis never take each
+ * other's jobs (a job names a row only its own database holds).
+ */
+export function clusterQueuePrefix(clusterId: string): string {
+  return `fusion-${clusterId}`;
 }
 
 /** Waits until the queue and worker connected; closes both and throws invalid_config otherwise. */

@@ -1,5 +1,6 @@
 /**
- * BullMQ dispatch: queue `research-runs`, job id = run id, 3 attempts with exponential backoff
+ * BullMQ dispatch: queue `research-runs` under the cluster's key prefix (`fusion-<cluster id>`
+ * of the research database, like the task queues), job id = run id, 3 attempts with exponential backoff
  * from 1 s, the last 100 completed and 250 failed jobs kept. Every daemon on the same Redis runs
  * a Worker, so they share the work; a job is active on one worker at a time (BullMQ's lock), and
  * the run's claim in the shared store is the second guard. When a worker dies mid-run its lock
@@ -11,7 +12,7 @@ import type { Logger } from '../log.js';
 import type { ResearchRunStore } from '../store/research-port.js';
 import { DISPATCH_FAILED_MESSAGE, type ResearchDispatcher } from './dispatch.js';
 import type { RunExecutor } from './run-executor.js';
-import { addWithin, bullConnection, waitQueueReady } from '../queue/bullmq-shared.js';
+import { addWithin, bullConnection, clusterQueuePrefix, waitQueueReady } from '../queue/bullmq-shared.js';
 
 export const RESEARCH_QUEUE = 'research-runs';
 
@@ -27,6 +28,11 @@ const REMOVABLE_STATES: ReadonlySet<string> = new Set(['waiting', 'delayed', 'pr
 
 export interface QueueDispatchOptions {
   redisUrl: string;
+  /**
+   * The research database's cluster id: the Redis key prefix, so daemons sharing that database
+   * share the queue, and daemons of another database on the same Redis never take its jobs.
+   */
+  clusterId: string;
   store: ResearchRunStore;
   executor: RunExecutor;
   log: Logger;
@@ -48,7 +54,8 @@ interface JobData {
 export async function createQueueDispatcher(options: QueueDispatchOptions): Promise<ResearchDispatcher> {
   const log = options.log.child({ component: 'research-queue' });
   const connection = bullConnection(options.redisUrl);
-  const queue = new Queue<JobData>(RESEARCH_QUEUE, { connection });
+  const prefix = clusterQueuePrefix(options.clusterId);
+  const queue = new Queue<JobData>(RESEARCH_QUEUE, { connection, prefix });
   queue.on('error', (err) => log.warn({ err }, 'research queue connection error'));
   const processor = async (job: Job<JobData>): Promise<void> => {
     // A job that already started once (stalled after its worker died, or failed and retried)
@@ -59,6 +66,7 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
   };
   const worker = new Worker<JobData>(RESEARCH_QUEUE, processor, {
     connection,
+    prefix,
     concurrency: options.concurrency,
     ...(options.lockDurationMs !== undefined ? { lockDuration: options.lockDurationMs } : {}),
     ...(options.stalledIntervalMs !== undefined ? { stalledInterval: options.stalledIntervalMs } : {}),

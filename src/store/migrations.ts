@@ -9,7 +9,7 @@
  */
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { SqlDb, SqlEngine } from './sql-port.js';
+import type { SqlDb, SqlEngine, SqlExecutor } from './sql-port.js';
 
 export interface Migration {
   version: number;
@@ -379,6 +379,16 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
 ];
+
+/**
+ * The database's cluster id (migration 6): names the queues of the daemons sharing it (their
+ * Redis key prefix), for the task store and the research store alike.
+ */
+export async function readClusterId(db: SqlExecutor): Promise<string> {
+  const row = await db.get<{ value: string }>("SELECT value FROM cluster_settings WHERE key = 'cluster_id'");
+  if (row === undefined) throw new FusionError('store_error', 'the database has no cluster id', { retryable: false });
+  return row.value;
+}
 
 export const LATEST_SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
 

@@ -6,11 +6,10 @@
  */
 import type { Logger } from '../log.js';
 import type { Store } from './port.js';
-import type { ApiKeyStore, ResearchRunStore } from './research-port.js';
 import { migrate } from './migrations.js';
 import { PgDb, redactDatabaseUrl } from './pg-db.js';
 import { SqlStoreImpl } from './sqlite-store.js';
-import { ResearchSqlStoreImpl } from './research-sqlite-store.js';
+import { ResearchSqlStoreImpl, type ResearchSqliteStore } from './research-sqlite-store.js';
 
 export interface PgStoreOptions {
   /** postgres:// or postgresql:// connection string. */
@@ -40,7 +39,7 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   }
 }
 
-export type ResearchPgStore = ResearchRunStore & ApiKeyStore & { readonly file: string };
+export type ResearchPgStore = ResearchSqliteStore;
 
 export async function openResearchPgStore(options: PgStoreOptions): Promise<ResearchPgStore> {
   const log = options.log.child({ component: 'research-store' });

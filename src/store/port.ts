@@ -161,7 +161,10 @@ export interface Store {
   /** Atomically marks usage delivered; true only for the first caller. */
   claimUsageDelivery(id: string): Promise<boolean>;
 
-  /** Stage checkpoints (candidate answers, anonymisation map, evaluation), keyed per task. */
+  /**
+   * Stage checkpoints (candidate answers, anonymisation map, evaluation; in cluster mode also each
+   * attempt's archived tarball, audit/attempt-archive.ts), keyed per task.
+   */
   saveCheckpoint(taskId: string, key: string, value: string): Promise<void>;
   getCheckpoint(taskId: string, key: string): Promise<string | null>;
   /**

@@ -11,7 +11,7 @@ import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ResearchRunStatus } from '../contracts/research.js';
 import { assertRunTransition, CANCELABLE } from '../contracts/research-run-state.js';
-import { migrate } from './migrations.js';
+import { migrate, readClusterId } from './migrations.js';
 import type { SqlDb, SqlExecutor } from './sql-port.js';
 import { openConfiguredDb } from './sqlite-store.js';
 import type {
@@ -23,7 +23,11 @@ import {
   type ApiKeyRow, type ResearchDocumentRow, type ResearchRunRow, type ResearchSnapshotRow,
 } from './research-rows.js';
 
-export type ResearchSqliteStore = ResearchRunStore & ApiKeyStore & { readonly file: string };
+export type ResearchSqliteStore = ResearchRunStore & ApiKeyStore & {
+  readonly file: string;
+  /** The research database's cluster id: the Redis key prefix of its research queue. */
+  clusterId(): Promise<string>;
+};
 
 const now = (): string => new Date().toISOString();
 
@@ -50,6 +54,10 @@ export class ResearchSqlStoreImpl implements ResearchSqliteStore {
 
   close(): Promise<void> {
     return this.db.close();
+  }
+
+  clusterId(): Promise<string> {
+    return readClusterId(this.db);
   }
 
   async createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }> {

@@ -14,7 +14,7 @@ import type {
   AttemptRecord, ListTasksQuery, NewTask, RepoBundleRecord, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
   TaskTarballRecord, TransitionPatch,
 } from './port.js';
-import { migrate } from './migrations.js';
+import { migrate, readClusterId } from './migrations.js';
 import { SqliteDb, type SqlExecutor, type SqlParam } from './sqlite-db.js';
 import { constraintOf, type SqlDb } from './sql-port.js';
 import {
@@ -132,10 +132,8 @@ export class SqlStoreImpl implements SqliteStore {
   }
 
   /** The database's cluster id (migration 6): names the queues the daemons sharing it share. */
-  async clusterId(): Promise<string> {
-    const row = await this.db.get<{ value: string }>("SELECT value FROM cluster_settings WHERE key = 'cluster_id'");
-    if (row === undefined) throw new FusionError('store_error', 'the database has no cluster id', { retryable: false });
-    return row.value;
+  clusterId(): Promise<string> {
+    return readClusterId(this.db);
   }
 
   /** What /v1/health reports of the database (never a password: `file` of PostgreSQL is redacted). */

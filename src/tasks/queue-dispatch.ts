@@ -9,7 +9,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Logger } from '../log.js';
 import { WORKFLOWS, type Workflow } from '../contracts/constants.js';
-import { addWithin, bullConnection, waitQueueReady } from '../queue/bullmq-shared.js';
+import { addWithin, bullConnection, clusterQueuePrefix, waitQueueReady } from '../queue/bullmq-shared.js';
 import type { TaskQueue } from './cluster-port.js';
 
 export const taskQueueName = (workflow: Workflow): string => `fusion-${workflow}`;
@@ -50,7 +50,7 @@ class HandedBack extends Error {}
 export async function createTaskQueue(options: TaskQueueOptions): Promise<TaskQueue> {
   const log = options.log.child({ component: 'task-queue' });
   const connection = bullConnection(options.redisUrl);
-  const prefix = `fusion-${options.clusterId}`;
+  const prefix = clusterQueuePrefix(options.clusterId);
   const queues = new Map<Workflow, Queue<JobData>>(WORKFLOWS.map((w) => [w, new Queue<JobData>(taskQueueName(w), { connection, prefix })]));
   for (const q of queues.values()) q.on('error', (err) => log.warn({ err }, 'task queue connection error'));
   await Promise.all([...queues.values()].map((q) => waitQueueReady(q as Queue, undefined, 'the task queue')));

@@ -16,6 +16,7 @@ import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
 import { beginAttemptReplay, type AttemptReplay } from './replay-attempt.js';
+import { settleAttempt } from './settle-attempt.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, writeRequestFile } from '../launcher/attempt-dirs.js';
@@ -227,13 +228,12 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     // Every model call this attempt made was paid for, whether the attempt succeeded or not.
     if (broker.usage.requests > 0) run.usage.push(usageEntry(stage, provider, broker.usage));
     staging.remove();
-    await store.finishAttempt(run.task.id, stage, rec.attempt, {
-      status: outcome,
-      detail: JSON.stringify(detail),
-      ...(tarball ? { tarballPath: tarball.path, tarballSha256: tarball.sha256 } : {}),
-    });
+    const settled = await settleAttempt(deps, run, { stage, attempt: rec.attempt, status: outcome, detail, tarball });
+    outcome = settled.status;
     await run.control.progress({ stage, attempt: rec.attempt, event: outcome }).catch(() => undefined);
     log.info({ outcome }, 'candidate attempt settled');
+    // Evidence that could not be stored fails the attempt (it replaces a success being returned).
+    if (settled.error !== undefined) throw settled.error; // eslint-disable-line no-unsafe-finally
   }
 }
 

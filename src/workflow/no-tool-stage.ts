@@ -15,6 +15,7 @@ import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { collectOutputs, createStaging, writeRequestFile } from '../launcher/attempt-dirs.js';
 import { outputBytes, usageEntry } from './candidate-stage.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
+import { settleAttempt } from './settle-attempt.js';
 import type { ModelProvider } from '../models/port.js';
 
 export type NoToolRole = 'evaluator' | 'repair' | 'merger';
@@ -91,11 +92,9 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     // Every model call this attempt made was paid for, whether the attempt succeeded or not.
     if (broker.usage.requests > 0) run.usage.push(usageEntry(role, provider, broker.usage));
     staging.remove();
-    await store.finishAttempt(run.task.id, role, rec.attempt, {
-      status: outcome,
-      detail: JSON.stringify(detail),
-      ...(tarball ? { tarballPath: tarball.path, tarballSha256: tarball.sha256 } : {}),
-    });
-    await run.control.progress({ stage: role, attempt: rec.attempt, event: outcome }).catch(() => undefined);
+    const settled = await settleAttempt(deps, run, { stage: role, attempt: rec.attempt, status: outcome, detail, tarball });
+    await run.control.progress({ stage: role, attempt: rec.attempt, event: settled.status }).catch(() => undefined);
+    // Evidence that could not be stored fails the attempt (it replaces an output being returned).
+    if (settled.error !== undefined) throw settled.error; // eslint-disable-line no-unsafe-finally
   }
 }

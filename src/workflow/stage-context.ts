@@ -36,6 +36,11 @@ export interface WorkflowDeps {
   randomBytes4?: () => Buffer;
   /** Stage worker wall timeout. */
   stageTimeoutMs?: number;
+  /**
+   * Cluster mode: store each attempt's evidence in the database at its commit
+   * (audit/attempt-archive.ts), so a daemon that did not run it can seal the task.
+   */
+  archiveAttempts?: boolean;
   /** Replay every repository tool call before evaluation (default true; false only for benchmarks' baseline). */
   replay?: boolean;
 }

@@ -16,9 +16,9 @@ import { readMembers } from '../../../src/audit/tar-members.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
 import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
 import { REFILL_ARGS, copyFixtureRepo, describeWithBwrap } from '../workflow/helpers.js';
-import { spawnClusterDaemon, type Cleanups } from './helpers.js';
+import { spawnClusterDaemon } from './helpers.js';
 
-const cleanups: Cleanups = [];
+const cleanups: Array<() => Promise<void> | void> = [];
 let pgServer: PostgresServer | undefined;
 let redis: RedisProc | undefined;
 const ready = postgresAvailable() && redisAvailable();
@@ -38,13 +38,12 @@ describeWithBwrap('cluster: repository bundles', () => {
   it('a task runs on another daemon over its bundle after the repository is gone; a changed bundle is refused and nothing runs', async () => {
     if (!ready) return;
     const databaseUrl = await pgServer!.createDatabase();
-    const urls = { databaseUrl, redisUrl: redis!.url };
     const good = copyFixtureRepo();
     const changed = copyFixtureRepo();
     writeFileSync(join(changed.repo, 'NOTES.md'), 'another tree, another digest\n');
     cleanups.push(() => rmSync(good.root, { recursive: true, force: true }), () => rmSync(changed.root, { recursive: true, force: true }));
 
-    const a = await spawnClusterDaemon(cleanups, 'a', urls, 0, { FUSION_E2E_HOLD_BUNDLES: '1' });
+    const a = await spawnClusterDaemon('a', databaseUrl, redis!.url, 0, cleanups, { FUSION_E2E_HOLD_BUNDLES: '1' });
     const viaA = new FusionClient(a.socket);
     const submit = async (repo: string): Promise<string> => ((await viaA.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo })) as { taskId: string }).taskId;
     const okId = await submit(good.repo);
@@ -69,7 +68,7 @@ describeWithBwrap('cluster: repository bundles', () => {
 
       a.proc.kill('SIGKILL');
       await a.exited;
-      const b = await spawnClusterDaemon(cleanups, 'b', urls, 0);
+      const b = await spawnClusterDaemon('b', databaseUrl, redis!.url, 0, cleanups);
       const viaB = new FusionClient(b.socket);
 
       const waitTerminal = async (id: string): Promise<{ state: string; error: { code: string } | null }> => {

@@ -1,6 +1,7 @@
 /**
- * Cluster e2e fixtures: a daemon process of a cluster (test/fixtures/e2e/cluster-daemon.mjs)
- * started against a shared PostgreSQL database and Redis, stopped by the file's cleanups.
+ * Shared by the cluster e2e tests: a cluster daemon as its own process
+ * (test/fixtures/e2e/cluster-daemon.mjs: the real workflow, bwrap, builtin engine), its READY
+ * line, its stdout lines, and a cleanup that stops it and removes its home and run root.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,16 +12,22 @@ import { ROOT, freshRunRoot } from '../workflow/helpers.js';
 export interface ClusterDaemon {
   proc: ChildProcess;
   socket: string;
+  home: string;
   lines: () => string[];
   exited: Promise<void>;
 }
 
-export type Cleanups = Array<() => Promise<void> | void>;
-
-export async function spawnClusterDaemon(cleanups: Cleanups, id: string, urls: { databaseUrl: string; redisUrl: string }, delayMs: number, env: Record<string, string> = {}): Promise<ClusterDaemon> {
+/**
+ * Starts a daemon of the cluster on `databaseUrl` + `redisUrl`; its first candidate of each task
+ * sleeps `delayMs`; `env` adds to its environment (test switches of the fixture). The cleanup (stop, then remove its directories) is pushed onto `cleanups`.
+ */
+export async function spawnClusterDaemon(
+  id: string, databaseUrl: string, redisUrl: string, delayMs: number, cleanups: Array<() => Promise<void> | void>,
+  env: Record<string, string> = {},
+): Promise<ClusterDaemon> {
   const home = mkdtempSync(join(tmpdir(), `fusion-cluster-${id}-`));
   const runRoot = freshRunRoot();
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, urls.databaseUrl, urls.redisUrl, String(delayMs)], {
+  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, databaseUrl, redisUrl, String(delayMs)], {
     stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
   });
   let out = '';
@@ -28,6 +35,16 @@ export async function spawnClusterDaemon(cleanups: Cleanups, id: string, urls: {
   proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  cleanups.push(async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    }
+    rmSync(home, { recursive: true, force: true });
+    rmSync(runRoot, { recursive: true, force: true });
+  });
   const socket = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`cluster daemon ${id} did not start: ${err}`)), 60_000);
     proc.stdout!.on('data', () => {
@@ -42,15 +59,5 @@ export async function spawnClusterDaemon(cleanups: Cleanups, id: string, urls: {
       reject(new Error(`cluster daemon ${id} exited before READY: ${err}`));
     });
   });
-  cleanups.push(async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      await exited;
-    }
-    rmSync(home, { recursive: true, force: true });
-    rmSync(runRoot, { recursive: true, force: true });
-  });
-  return { proc, socket, lines: () => out.split('\n').filter(Boolean), exited };
+  return { proc, socket, home, lines: () => out.split('\n').filter(Boolean), exited };
 }

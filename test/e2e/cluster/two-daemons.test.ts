@@ -13,7 +13,7 @@ import { createLogger } from '../../../src/log.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
 import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
 import { REFILL_ARGS, copyFixtureRepo, describeWithBwrap, ourSandboxProcesses, waitFor } from '../workflow/helpers.js';
-import { spawnClusterDaemon, type ClusterDaemon } from './helpers.js';
+import { spawnClusterDaemon } from './helpers.js';
 
 const TASKS = 12;
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -32,9 +32,6 @@ afterAll(async () => {
   await pgServer?.stop();
 });
 
-const spawnDaemon = (id: string, databaseUrl: string, delayMs: number): Promise<ClusterDaemon> =>
-  spawnClusterDaemon(cleanups, id, { databaseUrl, redisUrl: redis!.url }, delayMs);
-
 describeWithBwrap('cluster: two daemons, one SIGKILLed mid-run', () => {
   it(`${TASKS} tasks submitted to the daemon that dies all end terminal once, served by the survivor`, async () => {
     if (!ready) return;
@@ -42,8 +39,8 @@ describeWithBwrap('cluster: two daemons, one SIGKILLed mid-run', () => {
     const fixture = copyFixtureRepo();
     cleanups.push(() => rmSync(fixture.root, { recursive: true, force: true }));
     // A's first candidate of each task sleeps 4 s: A is surely mid-run when it is killed.
-    const a = await spawnDaemon('a', databaseUrl, 4000);
-    const b = await spawnDaemon('b', databaseUrl, 0);
+    const a = await spawnClusterDaemon('a', databaseUrl, redis!.url, 4000, cleanups);
+    const b = await spawnClusterDaemon('b', databaseUrl, redis!.url, 0, cleanups);
     const viaA = new FusionClient(a.socket);
     const ids: string[] = [];
     for (let i = 0; i < TASKS; i++) {

@@ -13,6 +13,7 @@ import { RESEARCH_JOB_OPTIONS } from '../../../src/research/queue-dispatch.js';
 import { researchRunId } from '../../../src/research/run-id.js';
 import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { silentLogger } from '../../../src/log.js';
+import { clusterQueuePrefix } from '../../../src/queue/bullmq-shared.js';
 import {
   api, createKey, ORIGIN_HOST, pollRun, redisAvailable, startRedis, startResearchDaemon, TERMINAL, type RedisProc, type ResearchDaemon,
 } from './helpers.js';
@@ -342,7 +343,11 @@ describe('research cancel of a waiting BullMQ job', () => {
     const { Queue } = await import('bullmq');
     // One worker slot, held by a run whose crawl waits a minute: the next run stays waiting.
     const d = await startResearchDaemon({ redisUrl: redis!.url, crawlDelayMs: 60_000, config: { researchWorkerConcurrency: 1 } });
-    const queue = new Queue('research-runs', { connection: { url: redis!.url } });
+    // The research queue lives under the research database's cluster prefix.
+    const idStore = await openResearchSqliteStore({ file: d.daemon.researchDbFile, log: silentLogger() });
+    const prefix = clusterQueuePrefix(await idStore.clusterId());
+    await idStore.close();
+    const queue = new Queue('research-runs', { connection: { url: redis!.url }, prefix });
     try {
       const key = await createKey(d.daemon.researchDbFile, 'ws_wait');
       const sourceUrls = [`http://${ORIGIN_HOST}:${origin.port}/waiting`];
