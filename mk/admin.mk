@@ -4,7 +4,7 @@
 #   make status           health (database, sandbox backend and image, providers, queue) and the newest tasks
 #   make verify TASK=ID   offline audit of one task: every digest, seal, broker cross-check, the signature, and a replay of every tool call
 #   make gc               retention, orphan reaper and stale-task sweep, now
-#   make backup           online SQLite backup now (FUSION_BACKUP_DIR, keeps FUSION_BACKUP_KEEP)
+#   make backup           a backup now: databases, signing key, task folders (FUSION_BACKUP_DIR, keeps FUSION_BACKUP_KEEP)
 #   make keys             creates the Ed25519 signing key if there is none; prints the public key
 .PHONY: daemon status verify gc backup keys
 

@@ -55,6 +55,7 @@ export const ERROR_CODES = {
   client_timeout: { httpStatus: 408, retryable: true, meaning: 'The client did not send its request (headers or body) in time.' },
   // Pressure (issue 16): refusals a caller retries later, with Retry-After.
   busy: { httpStatus: 429, retryable: true, meaning: 'Too many tasks are waiting (for the daemon or this caller); retry after Retry-After seconds.' },
+  rate_limited: { httpStatus: 429, retryable: true, meaning: 'Too many failed API-key attempts from this address on the TCP listener; every research request from it is refused until Retry-After seconds pass.' },
   storage_full: { httpStatus: 507, retryable: true, meaning: 'The disk is full or below the free-space reserve; no task was accepted. Free space and retry.' },
   // Egress (docs/behaviour.md#e3): the twelve typed fetch failures.
   invalid_url: { httpStatus: 400, retryable: false, meaning: 'Fetch URL could not be parsed, has credentials or no host.' },

@@ -64,6 +64,7 @@ import { ResearchService } from './research/research-service.js';
 import { openResearchSqliteStore, type ResearchSqliteStore } from './store/research-sqlite-store.js';
 import { createMemoryResearchStore } from './store/research-memory-store.js';
 import { assertListenAllowed, listenOnTcp, parseListenAddress } from './api/tcp-listener.js';
+import { AuthFailureThrottle, type AuthThrottleOptions } from './api/auth-throttle.js';
 import { sha256Hex } from './contracts/sha256.js';
 import { packageVersion } from './common/package-version.js';
 
@@ -103,6 +104,8 @@ export interface DaemonOverrides {
   wrapStore?: <T extends Store>(store: T) => T;
   /** Test seam: the peer-credential addon's path (a missing one proves --socket-group refuses to start). */
   peerCredAddon?: string;
+  /** Test seam: the TCP listener's failed-authentication limit (default 20 per address per minute). */
+  tcpAuthThrottle?: Partial<AuthThrottleOptions>;
 }
 
 export interface Daemon {
@@ -464,7 +467,11 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       // must not fail them; and a database copy must not be written onto the full disk.
       // Cluster mode: another daemon may run a task this one does not; expired leases bring them back instead.
       { name: 'stale-sweep', intervalMs: maint.staleSweepIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : cluster !== undefined ? Promise.resolve(CLUSTER_SKIP) : runStaleTaskSweep({ store, running, fail: (id, err) => tasks.fail(id, err), staleAfterMs: maint.staleTaskAfterMs, log })) },
-      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : pgStore !== undefined ? Promise.resolve(PG_BACKUP_SKIP) : runBackup({ store, dir: maint.backupDir, keep: maint.backupKeep, log })) },
+      { name: 'backup', intervalMs: maint.backupIntervalMs, run: () => (readOnly ? Promise.resolve(READ_ONLY_SKIP) : pgStore !== undefined ? Promise.resolve(PG_BACKUP_SKIP) : runBackup({
+        store, dir: maint.backupDir, keep: maint.backupKeep, log, home: config.home, tasksDir: paths.tasksDir, running, signingKey: maint.backupSigningKey,
+        // The research tables are in the main database unless --research-db named another file.
+        ...(config.researchDb !== undefined && researchSql.backupTo ? { research: { backupTo: (f: string) => researchSql.backupTo!(f) } } : {}),
+      })) },
     ],
   });
 
@@ -500,6 +507,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
     attemptCheck: createAttemptRecordCheck(store),
     research: { service: research, keys: researchSql },
+    tcpAuthThrottle: new AuthFailureThrottle(overrides.tcpAuthThrottle),
   };
   let server: Server;
   let tcp: { server: Server; host: string; port: number } | undefined;

@@ -17,7 +17,8 @@ import {
   normalisePayload, ResearchCreateBodySchema, type ResearchDocumentView, type ResearchRunView, type ResearchSnapshotView,
 } from '../contracts/research.js';
 import { IDEMPOTENCY_KEY_PATTERN } from '../contracts/agent-tools.js';
-import { authenticate } from '../research/api-keys.js';
+import { authenticate, type Principal } from '../research/api-keys.js';
+import type { AuthFailureThrottle } from './auth-throttle.js';
 import type { ResearchService } from '../research/research-service.js';
 import type { ApiKeyStore, ResearchDocumentRecord, ResearchRunRecord, ResearchSnapshotRecord } from '../store/research-port.js';
 import { parseWith, readJsonBody, sendJson } from './http-util.js';
@@ -83,14 +84,30 @@ function idempotencyKey(req: IncomingMessage): string {
   return value;
 }
 
-/** `parts` is the path split on '/', starting with 'api'. */
-export async function routeResearch(ctx: ResearchApiContext | undefined, req: IncomingMessage, res: ServerResponse, parts: readonly string[], pathname: string): Promise<void> {
+/**
+ * Authenticates the request; with a throttle (the TCP listener), an address over its failure
+ * limit is refused before its key is looked at, and each 401 counts against the address.
+ */
+async function principalOf(ctx: ResearchApiContext, req: IncomingMessage, throttle: AuthFailureThrottle | undefined): Promise<Principal> {
+  if (throttle === undefined) return authenticate(ctx.keys, req.headers.authorization);
+  const address = req.socket.remoteAddress;
+  throttle.check(address);
+  try {
+    return await authenticate(ctx.keys, req.headers.authorization);
+  } catch (err) {
+    if (err instanceof FusionError && err.code === 'unauthorized') throttle.recordFailure(address);
+    throw err;
+  }
+}
+
+/** `parts` is the path split on '/', starting with 'api'. `throttle`: the TCP listener's failed-auth limit. */
+export async function routeResearch(ctx: ResearchApiContext | undefined, req: IncomingMessage, res: ServerResponse, parts: readonly string[], pathname: string, throttle?: AuthFailureThrottle): Promise<void> {
   if (parts[1] !== 'v1' || parts[2] !== 'research' || parts.length > 5 || ctx === undefined) throw new FusionError('not_found', `no route ${pathname}`);
   const method = req.method ?? 'GET';
   const allow = (m: string): void => {
     if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${pathname}; use ${m}`);
   };
-  const principal = await authenticate(ctx.keys, req.headers.authorization);
+  const principal = await principalOf(ctx, req, throttle);
   const { service } = ctx;
   if (parts.length === 3) {
     allow('POST');

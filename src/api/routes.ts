@@ -40,6 +40,7 @@ import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { routeResearch, type ResearchApiContext } from './research-routes.js';
 import { assertStrictRequest } from './request-guard.js';
+import { AuthFailureThrottle } from './auth-throttle.js';
 
 export interface ApiContext {
   tasks: TaskService;
@@ -61,6 +62,8 @@ export interface ApiContext {
   research?: ResearchApiContext;
   /** The daemon's uid, privileged like root (default process.getuid()). */
   daemonUid?: number;
+  /** Failed-authentication limit of the TCP surface (default: AuthFailureThrottle's defaults). */
+  tcpAuthThrottle?: AuthFailureThrottle;
 }
 
 export type ApiSurface = 'socket' | 'tcp';
@@ -93,7 +96,9 @@ function intParam(url: URL, name: string, fallback: number, max: number): number
 
 export function createApiHandler(ctx: ApiContext, surface: ApiSurface = 'socket'): (req: IncomingMessage, res: ServerResponse) => void {
   const log = ctx.log.child({ component: 'api', surface });
-  const handle = surface === 'socket' ? route : routeTcp;
+  // Only the TCP surface is throttled: a socket caller is a local uid the kernel named.
+  const throttle = surface === 'tcp' ? (ctx.tcpAuthThrottle ?? new AuthFailureThrottle()) : undefined;
+  const handle = surface === 'socket' ? route : (c: ApiContext, req: IncomingMessage, res: ServerResponse) => routeTcp(c, req, res, throttle);
   return (req, res) => {
     const started = Date.now();
     Promise.resolve()
@@ -108,10 +113,10 @@ export function createApiHandler(ctx: ApiContext, surface: ApiSurface = 'socket'
 }
 
 /** The TCP surface: an allow list, checked before anything else runs. */
-async function routeTcp(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function routeTcp(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, throttle: AuthFailureThrottle | undefined): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://fusion.local');
   const parts = url.pathname.split('/').filter(Boolean);
-  if (parts[0] === 'api') return routeResearch(ctx.research, req, res, parts, url.pathname);
+  if (parts[0] === 'api') return routeResearch(ctx.research, req, res, parts, url.pathname, throttle);
   if (parts.length === 2 && parts[0] === 'v1' && parts[1] === 'health') {
     if ((req.method ?? 'GET') !== 'GET') throw new FusionError('method_not_allowed', `${req.method ?? ''} is not allowed on ${url.pathname}; use GET`);
     return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });

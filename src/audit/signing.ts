@@ -7,7 +7,8 @@
  * never be presented as a signature over some other kind of message.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
-import { constants, lstatSync, openSync, closeSync, writeSync, fsyncSync, readFileSync } from 'node:fs';
+import { constants, fchmodSync, fstatSync, linkSync, lstatSync, openSync, closeSync, writeSync, fsyncSync, readFileSync, unlinkSync, type Stats } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
 import { fsyncDir } from '../common/durable-fs.js';
@@ -34,13 +35,26 @@ export function publicKeySha256(key: KeyObject): string {
   return sha256Hex(key.export({ type: 'spki', format: 'der' }));
 }
 
-function writeExclusive(file: string, text: string, mode: number): void {
-  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+/**
+ * Writes `file` whole or not at all: the text goes to a fresh temporary name (O_EXCL, the final
+ * mode set on the descriptor whatever the umask), is fsynced, and is then hard-linked to its
+ * name, which fails if the name exists. A crash leaves at most a `.tmp-…` file, never a
+ * half-written key under the key's name (which init would refuse and load could not parse).
+ */
+function writeAtomicExclusive(file: string, text: string, mode: number): void {
+  const temp = `${file}.tmp-${randomBytes(6).toString('hex')}`;
+  const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
+    try {
+      fchmodSync(fd, mode);
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    linkSync(temp, file);
   } finally {
-    closeSync(fd);
+    unlinkSync(temp);
   }
 }
 
@@ -58,8 +72,8 @@ export function initSigningKey(home: string): SigningKey {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const publicPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  writeExclusive(paths.privateKey, privatePem, 0o600);
-  writeExclusive(paths.publicKey, publicPem, 0o644);
+  writeAtomicExclusive(paths.privateKey, privatePem, 0o600);
+  writeAtomicExclusive(paths.publicKey, publicPem, 0o644);
   fsyncDir(home);
   return { privateKey, publicKey, publicKeySha256: publicKeySha256(publicKey), publicKeyPem: publicPem };
 }
@@ -73,8 +87,33 @@ function exists(file: string): boolean {
   }
 }
 
-/** The configured key of `home`, or null when none was created. A key readable by others is refused. */
-export function loadSigningKey(home: string): SigningKey | null {
+export interface LoadSigningKeyOptions {
+  /**
+   * Refuse a key another uid owns (default true: whoever signs must own the key, as ssh
+   * requires). Off only for reading the public half, e.g. root verifying a daemon's tasks.
+   */
+  requireOwner?: boolean;
+}
+
+/**
+ * Like ssh with a private key: a key that another uid owns (it could swap it for its own, and
+ * sign as this daemon) or that group or others may read or write is refused, naming the path
+ * and the fix. The checks run on the descriptor the key is read from, so a file swapped after
+ * the check is never the one used.
+ */
+function assertPrivateKeyFile(file: string, st: Stats, requireOwner: boolean): void {
+  if (!st.isFile()) throw new FusionError('invalid_config', `signing key ${file} is not a regular file`, { details: { path: file } });
+  const uid = process.geteuid?.();
+  if (requireOwner && uid !== undefined && st.uid !== uid) {
+    throw new FusionError('invalid_config', `signing key ${file} is owned by uid ${st.uid}, not by the daemon's uid ${uid}; chown ${uid} ${file} (or create the key as the daemon's user with fusion keys signing-init)`, { details: { path: file, ownerUid: st.uid, daemonUid: uid } });
+  }
+  if ((st.mode & 0o077) !== 0) {
+    throw new FusionError('invalid_config', `signing key ${file} must be mode 0600 (is ${(st.mode & 0o777).toString(8)}): group and others may not read or write it; chmod 600 ${file}`, { details: { path: file, mode: (st.mode & 0o777).toString(8) } });
+  }
+}
+
+/** The configured key of `home`, or null when none was created. See assertPrivateKeyFile for what is refused. */
+export function loadSigningKey(home: string, options: LoadSigningKeyOptions = {}): SigningKey | null {
   const paths = signingKeyPaths(home);
   let st;
   try {
@@ -82,13 +121,19 @@ export function loadSigningKey(home: string): SigningKey | null {
   } catch {
     return null;
   }
-  if (!st.isFile()) throw new FusionError('invalid_config', `signing key ${paths.privateKey} is not a regular file`);
-  if ((st.mode & 0o077) !== 0) {
-    throw new FusionError('invalid_config', `signing key ${paths.privateKey} must be mode 0600 (is ${(st.mode & 0o777).toString(8)}); chmod 600 it`);
+  // lstat first: a symlink is refused by name rather than followed (O_NOFOLLOW below would only say ELOOP).
+  assertPrivateKeyFile(paths.privateKey, st, options.requireOwner ?? true);
+  let pem: Buffer;
+  const fd = openSync(paths.privateKey, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    assertPrivateKeyFile(paths.privateKey, fstatSync(fd), options.requireOwner ?? true);
+    pem = readFileSync(fd);
+  } finally {
+    closeSync(fd);
   }
   let privateKey: KeyObject;
   try {
-    privateKey = createPrivateKey(readFileSync(paths.privateKey));
+    privateKey = createPrivateKey(pem);
   } catch (err) {
     throw new FusionError('invalid_config', `signing key ${paths.privateKey} is not a readable private key`, { cause: err });
   }

@@ -78,7 +78,8 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   const data = isFile ? readFileSync(target) : await tarballFromStore(where, target);
   const pubkeyFile = flag(args, 'pubkey');
   // A task read from this data directory is pinned to this directory's own key when it has one.
-  const publicKey = pubkeyFile !== undefined ? parsePublicKey(readFileSync(pubkeyFile)) : isFile ? undefined : (loadSigningKey(home)?.publicKey ?? undefined);
+  // Only its public half is used, so the verifier need not be the key's owner (root auditing a daemon's tasks).
+  const publicKey = pubkeyFile !== undefined ? parsePublicKey(readFileSync(pubkeyFile)) : isFile ? undefined : (loadSigningKey(home, { requireOwner: false })?.publicKey ?? undefined);
   let replayRepo: string | undefined;
   if (has(args, 'replay')) {
     replayRepo = flag(args, 'repo');

@@ -14,9 +14,13 @@ import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.j
 import { flag, type ParsedArgs } from '../config/args.js';
 import { serveMcp } from '../mcp/server.js';
 import { createWebTools } from '../mcp/web-tools.js';
+import { positiveInt } from '../maintenance/config.js';
 
 export async function runMcpCommand(args: ParsedArgs, env: Env): Promise<number> {
   const daemonInput = daemonConfigInput(args, env);
+  // Parsed before anything starts: a bad value is invalid_config, not a session that dies later.
+  const maxBytes = env.FUSION_MCP_MAX_MESSAGE_BYTES?.trim();
+  const limit = maxBytes !== undefined && maxBytes !== '' ? { maxMessageBytes: positiveInt('FUSION_MCP_MAX_MESSAGE_BYTES', maxBytes) } : {};
   // stdout carries the protocol: the embedded daemon and the guard log to stderr only.
   const client = new FusionClient({ socketPath: resolveSocket(args, env), env, embedded: daemonInput });
   const web = createWebTools({ log: createLogger({ level: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' }), resolve: daemonInput.egressResolve ?? [], allowCidrs: daemonInput.egressAllowCidrs ?? [] });
@@ -31,6 +35,7 @@ export async function runMcpCommand(args: ParsedArgs, env: Env): Promise<number>
       input: process.stdin,
       output: process.stdout,
       ...(apiKey ? { researchApiKey: apiKey } : {}),
+      ...limit,
     });
   } finally {
     await web.close();

@@ -11,6 +11,7 @@
  *   FUSION_BACKUP_INTERVAL (24h)        online SQLite backup
  *   FUSION_BACKUP_DIR ($FUSION_HOME/backups)
  *   FUSION_BACKUP_KEEP (7)              backups kept
+ *   FUSION_BACKUP_SIGNING_KEY (private) which half of the signing key a backup holds (private|public)
  */
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
@@ -25,6 +26,7 @@ export interface MaintenanceConfig {
   backupIntervalMs: number;
   backupDir: string;
   backupKeep: number;
+  backupSigningKey: 'private' | 'public';
 }
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -35,10 +37,17 @@ export function parseDuration(name: string, text: string): number {
   return Math.round(Number(m[1]) * UNITS[m[2] ?? 'ms']!);
 }
 
-function positiveInt(name: string, text: string): number {
+/** An environment setting that must be a positive integer (invalid_config naming it otherwise). */
+export function positiveInt(name: string, text: string): number {
   const n = Number(text);
   if (!Number.isSafeInteger(n) || n < 1) throw new FusionError('invalid_config', `${name} must be a positive integer, got ${JSON.stringify(text)}`);
   return n;
+}
+
+function backupSigningKey(text: string | undefined): 'private' | 'public' {
+  const value = (text ?? 'private').trim();
+  if (value === 'private' || value === 'public') return value;
+  throw new FusionError('invalid_config', `FUSION_BACKUP_SIGNING_KEY must be private or public, got ${JSON.stringify(text)}`);
 }
 
 export function maintenanceConfig(home: string, env: Record<string, string | undefined>, overrides: Partial<MaintenanceConfig> = {}): MaintenanceConfig {
@@ -53,6 +62,7 @@ export function maintenanceConfig(home: string, env: Record<string, string | und
     backupIntervalMs: dur('FUSION_BACKUP_INTERVAL', '24h'),
     backupDir: env.FUSION_BACKUP_DIR ?? join(home, 'backups'),
     backupKeep: positiveInt('FUSION_BACKUP_KEEP', env.FUSION_BACKUP_KEEP ?? '7'),
+    backupSigningKey: backupSigningKey(env.FUSION_BACKUP_SIGNING_KEY),
     ...overrides,
   };
   if (!Number.isFinite(config.retentionDays) || config.retentionDays < 0) {

@@ -2,13 +2,16 @@
  * The maintenance jobs themselves (scheduled by scheduler.ts). Each returns a summary that the
  * scheduler logs; none of them ever touches a task this daemon is running.
  */
-import { closeSync, constants, lstatSync, openSync, readdirSync, rmSync, rmdirSync, statSync, readFileSync, renameSync, unlinkSync, type Stats } from 'node:fs';
+import {
+  chmodSync, closeSync, constants, copyFileSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, rmSync, rmdirSync, statSync, readFileSync, renameSync, writeFileSync, type Stats,
+} from 'node:fs';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/port.js';
 import { taskPaths } from '../tasks/paths.js';
 import { PACK_SCRATCH_PREFIX } from '../audit/tar-members.js';
+import { loadSigningKey, SIGNING_KEY_FILE, SIGNING_PUBLIC_KEY_FILE } from '../audit/signing.js';
 
 export interface RetentionInput {
   store: Store;
@@ -72,40 +75,152 @@ export async function runStaleTaskSweep(input: StaleSweepInput): Promise<{ faile
   return { failed };
 }
 
+export type BackupSigningKey = 'private' | 'public';
+
 export interface BackupInput {
   store: Store;
   dir: string;
   keep: number;
   now?: Date;
   log: Logger;
+  /** The data directory: its signing key is saved with the database. */
+  home?: string;
+  /** The data directory's task folders (answers, attempt tarballs) are saved as well. */
+  tasksDir?: string;
+  /** Tasks whose run has not settled in this daemon: their folders are still changing and are skipped. */
+  running?: () => Set<string>;
+  /** The research database when it is its own file (--research-db); absent when it is the main one. */
+  research?: { backupTo(file: string): Promise<void> };
+  /** Which half of the signing key to save (FUSION_BACKUP_SIGNING_KEY, default private). */
+  signingKey?: BackupSigningKey;
 }
 
 export const BACKUP_PREFIX = 'fusion-';
+/** Backups before the directory format were a bare database file (still rotated). */
 export const BACKUP_SUFFIX = '.db';
+export const BACKUP_DB_FILE = 'fusion.db';
+export const BACKUP_RESEARCH_DB_FILE = 'research.db';
+export const BACKUP_MANIFEST_FILE = 'backup.json';
+const PARTIAL = '.partial';
 
-/** Online SQLite backup into `dir`, then prunes to the newest `keep` backups. */
-export async function runBackup(input: BackupInput): Promise<{ file: string; bytes: number; pruned: string[] }> {
+/** A private file created exclusively (0600 whatever the umask) and filled by `fill`. */
+async function privateFile(file: string, fill: (file: string) => Promise<void> | void): Promise<void> {
+  closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600));
+  await fill(file);
+}
+
+/**
+ * Copies the task folders below `from` into `to`: directories 0700, regular files hard-linked
+ * when the backup is on the same file system (a finished task's files are never rewritten, only
+ * deleted by retention, so a link is a copy that costs nothing), copied otherwise. Symlinks and
+ * special files are never followed or copied (a task folder holds none the daemon wrote).
+ */
+function copyTaskTree(from: string, to: string, skip: Set<string>): number {
+  mkdirSync(to, { mode: 0o700 });
+  let tasks = 0;
+  const visit = (src: string, dst: string): void => {
+    let entries;
+    try {
+      entries = readdirSync(src, { withFileTypes: true });
+    } catch {
+      return; // removed by retention meanwhile
+    }
+    for (const e of entries) {
+      const s = join(src, e.name);
+      const d = join(dst, e.name);
+      if (e.isDirectory()) {
+        mkdirSync(d, { mode: 0o700 });
+        visit(s, d);
+      } else if (e.isFile()) {
+        try {
+          linkSync(s, d);
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code === 'ENOENT') continue;
+          if (code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK') throw err;
+          copyFileSync(s, d, constants.COPYFILE_EXCL);
+          chmodSync(d, 0o600);
+        }
+      }
+    }
+  };
+  for (const e of readdirSync(from, { withFileTypes: true })) {
+    if (!e.isDirectory() || skip.has(e.name)) continue;
+    mkdirSync(join(to, e.name), { mode: 0o700 });
+    visit(join(from, e.name), join(to, e.name));
+    tasks += 1;
+  }
+  return tasks;
+}
+
+export interface BackupSummary {
+  /** The backup directory. */
+  dir: string;
+  /** Its copy of the main database. */
+  file: string;
+  bytes: number;
+  research: boolean;
+  signingKey: BackupSigningKey | 'none';
+  tasks: number;
+  pruned: string[];
+}
+
+/**
+ * One restorable backup: `dir/fusion-<UTC time>/` holding the main database (SQLite online
+ * backup), the research database when it is its own file, the signing key, the task folders
+ * and `backup.json` saying what is there. Written under `.partial` and renamed when complete;
+ * then the newest `keep` backups are kept. Restore steps: docs/operations.md#restore.
+ */
+export async function runBackup(input: BackupInput): Promise<BackupSummary> {
   const stamp = (input.now ?? new Date()).toISOString().replace(/[-:.]/g, '');
-  const file = join(input.dir, `${BACKUP_PREFIX}${stamp}${BACKUP_SUFFIX}`);
-  const partial = `${file}.partial`;
-  rmSync(partial, { force: true });
+  const target = join(input.dir, `${BACKUP_PREFIX}${stamp}`);
+  const partial = `${target}${PARTIAL}`;
+  mkdirSync(input.dir, { recursive: true, mode: 0o700 });
+  // Leftovers of a backup that died half-way are never mistaken for a backup: remove them.
+  for (const name of readdirSync(input.dir)) {
+    if (name.startsWith(BACKUP_PREFIX) && name.endsWith(PARTIAL)) rmSync(join(input.dir, name), { recursive: true, force: true });
+  }
+  let summary: Omit<BackupSummary, 'pruned' | 'dir' | 'file' | 'bytes'>;
   try {
-    // A backup is the whole database: private like it (0600, never wider whatever the umask or
-    // the directory's mode). Created here first, so the copy never exists with wider permissions.
-    closeSync(openSync(partial, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600));
-    await input.store.backupTo(partial);
-    // Only a finished copy gets a backup's name.
-    renameSync(partial, file);
+    // A backup holds every answer and the signing key: private like the data directory (0700,
+    // its files 0600), whatever the umask or the backup directory's mode.
+    mkdirSync(partial, { mode: 0o700 });
+    chmodSync(partial, 0o700);
+    await privateFile(join(partial, BACKUP_DB_FILE), (f) => input.store.backupTo(f));
+    if (input.research) await privateFile(join(partial, BACKUP_RESEARCH_DB_FILE), (f) => input.research!.backupTo(f));
+    let signingKey: BackupSigningKey | 'none' = 'none';
+    if (input.home !== undefined) {
+      // Loaded with the daemon's own checks: a key the daemon would refuse is not copied either.
+      const key = loadSigningKey(input.home);
+      if (key !== null) {
+        writeFileSync(join(partial, SIGNING_PUBLIC_KEY_FILE), key.publicKeyPem, { mode: 0o644, flag: 'wx' });
+        signingKey = 'public';
+        if ((input.signingKey ?? 'private') === 'private') {
+          const pem = key.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+          await privateFile(join(partial, SIGNING_KEY_FILE), (f) => writeFileSync(f, pem));
+          signingKey = 'private';
+        }
+      }
+    }
+    const tasks = input.tasksDir !== undefined ? copyTaskTree(input.tasksDir, join(partial, 'tasks'), input.running?.() ?? new Set()) : 0;
+    summary = { research: input.research !== undefined, signingKey, tasks };
+    writeFileSync(join(partial, BACKUP_MANIFEST_FILE), `${JSON.stringify({ format: 1, createdAt: (input.now ?? new Date()).toISOString(), database: BACKUP_DB_FILE, researchDatabase: summary.research ? BACKUP_RESEARCH_DB_FILE : null, signingKey, tasks }, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+    // Only a finished backup gets a backup's name.
+    renameSync(partial, target);
   } catch (err) {
-    rmSync(partial, { force: true });
+    rmSync(partial, { recursive: true, force: true });
     throw err;
   }
-  const names = readdirSync(input.dir).filter((n) => n.startsWith(BACKUP_PREFIX) && n.endsWith(BACKUP_SUFFIX)).sort();
+  const stampOf = (name: string): string => name.slice(BACKUP_PREFIX.length).replace(BACKUP_SUFFIX, '');
+  const names = readdirSync(input.dir)
+    .filter((n) => n.startsWith(BACKUP_PREFIX) && !n.endsWith(PARTIAL) && /^\d{8}T\d{9}Z$/.test(stampOf(n)))
+    .sort((a, b) => stampOf(a).localeCompare(stampOf(b)));
   const pruned = names.slice(0, Math.max(0, names.length - input.keep));
-  for (const name of pruned) unlinkSync(join(input.dir, name));
+  for (const name of pruned) rmSync(join(input.dir, name), { recursive: true, force: true });
+  const file = join(target, BACKUP_DB_FILE);
   const bytes = statSync(file).size;
-  input.log.info({ file, bytes, pruned: pruned.length, keep: input.keep }, 'backup written');
-  return { file, bytes, pruned };
+  input.log.info({ dir: target, bytes, ...summary, pruned: pruned.length, keep: input.keep }, 'backup written');
+  return { dir: target, file, bytes, ...summary, pruned };
 }
 
 export interface ReaperInput {

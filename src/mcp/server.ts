@@ -12,7 +12,6 @@
  * ping, tools/list, tools/call, logging notifications) is small, it keeps the SDK a
  * test-only dependency, and the official SDK client drives this server in the conformance test.
  */
-import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import type { z } from 'zod';
 import { FusionError, toFusionError } from '../errors.js';
@@ -23,6 +22,7 @@ import { readableHere } from '../common/readable.js';
 import { RESEARCH_RUN_STATUSES } from '../contracts/research.js';
 import { MCP_TOOLS, TOOL_CONTRACTS, isToolName, type ToolName } from './tool-schemas.js';
 import type { WebTools } from './web-tools.js';
+import { boundedLines, MCP_MAX_MESSAGE_BYTES } from './line-reader.js';
 
 /** Newest first; an initialize asking for another version gets the newest. */
 export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const;
@@ -47,6 +47,8 @@ export interface McpServerOptions {
   /** Workspace API key for research_run (FUSION_RESEARCH_API_KEY); absent → research_run is refused. */
   researchApiKey?: string;
   web: WebTools;
+  /** Longest accepted message in bytes (default MCP_MAX_MESSAGE_BYTES; FUSION_MCP_MAX_MESSAGE_BYTES). */
+  maxMessageBytes?: number;
 }
 
 type ToolResult = Record<string, unknown>;
@@ -212,9 +214,14 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     }
   };
 
-  const lines = createInterface({ input: options.input, crlfDelay: Infinity });
   const pending: Array<Promise<void>> = [];
-  for await (const line of lines) {
+  for await (const item of boundedLines(options.input, options.maxMessageBytes ?? MCP_MAX_MESSAGE_BYTES)) {
+    if (item.kind === 'oversized') {
+      // The id is somewhere in the dropped bytes: the reply can only be addressed to null.
+      send({ id: null, error: { code: -32600, message: `invalid request: message over the ${item.maxBytes}-byte limit; it was discarded up to its newline`, data: { maxBytes: item.maxBytes } } });
+      continue;
+    }
+    const line = item.text;
     if (line.trim() === '') continue;
     let req: RpcRequest;
     try {

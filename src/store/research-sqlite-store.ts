@@ -14,6 +14,7 @@ import { assertRunTransition, CANCELABLE } from '../contracts/research-run-state
 import { migrate, readClusterId } from './migrations.js';
 import type { SqlDb, SqlExecutor } from './sql-port.js';
 import { openConfiguredDb } from './sqlite-store.js';
+import { SqliteDb } from './sqlite-db.js';
 import type {
   ApiKeyRecord, ApiKeyStore, NewResearchRun, ResearchDocumentRecord, ResearchRunRecord, ResearchRunStore,
   ResearchSnapshotRecord, RunCompletion,
@@ -25,6 +26,8 @@ import {
 
 export type ResearchSqliteStore = ResearchRunStore & ApiKeyStore & {
   readonly file: string;
+  /** Online SQLite backup into `file` (the backup job, when the research database is its own file); absent on PostgreSQL. */
+  backupTo?(file: string): Promise<void>;
   /** The research database's cluster id: the Redis key prefix of its research queue. */
   clusterId(): Promise<string>;
 };
@@ -54,6 +57,11 @@ export class ResearchSqlStoreImpl implements ResearchSqliteStore {
 
   close(): Promise<void> {
     return this.db.close();
+  }
+
+  backupTo(file: string): Promise<void> {
+    if (this.db instanceof SqliteDb) return this.db.backupTo(file);
+    return Promise.reject(new FusionError('store_error', 'online backup to a file is for SQLite stores; back PostgreSQL up with pg_dump', { retryable: false }));
   }
 
   clusterId(): Promise<string> {

@@ -42,11 +42,11 @@ describeWithBwrap('maintenance jobs (short schedule)', () => {
       await waitFor('retention to delete the old task', async () => (await store.getTask('investigate-old')) === null, 20_000);
       // Several backups ran; only the newest two are kept, each a complete database.
       const backups = await waitFor('backups to rotate', () => {
-        const files = readdirSync(backupDir).filter((f) => f.endsWith('.db'));
+        const files = readdirSync(backupDir).filter((f) => /^fusion-\d{8}T\d{9}Z$/.test(f));
         const runs = d!.logs.lines().filter((l) => l.msg === 'backup written').length;
         return runs >= 3 && files.length === 2 ? files : undefined;
       }, 20_000);
-      const db = await SqliteDb.open(join(backupDir, backups.sort().at(-1)!), silentLogger());
+      const db = await SqliteDb.open(join(backupDir, backups.sort().at(-1)!, 'fusion.db'), silentLogger());
       try {
         expect(await db.get<{ n: number }>("SELECT COUNT(*) AS n FROM tasks WHERE id = ?", [running])).toEqual({ n: 1 });
       } finally {

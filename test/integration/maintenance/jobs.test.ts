@@ -3,7 +3,10 @@
  * deletes a task whose run is in flight, the stale-task sweep fails only orphaned tasks, backups
  * rotate, and the reaper removes stale scratch and staging directories but not a live one.
  */
-import { existsSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { initSigningKey } from '../../../src/audit/signing.js';
+import { issueKey } from '../../../src/research/api-keys.js';
+import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
@@ -68,16 +71,20 @@ describe('stale-task sweep', () => {
 });
 
 describe('backup', () => {
-  it('writes a consistent online copy and keeps only the newest N', async () => {
+  it('writes a consistent online copy and keeps only the newest N (older single-file backups rotate too; a half-written one is removed)', async () => {
     const dir = join(tmp.dir, 'backups');
     mkdirSync(dir);
+    writeFileSync(join(dir, 'fusion-20250101T000000000Z.db'), 'old format');
+    mkdirSync(join(dir, 'fusion-20250101T000001000Z.partial'));
+    writeFileSync(join(dir, 'unrelated.txt'), 'kept');
     await store.createTask(newTask());
     for (let i = 0; i < 4; i += 1) {
       await runBackup({ store, dir, keep: 2, now: new Date(Date.UTC(2026, 0, 1, 0, 0, i)), log: silentLogger() });
     }
     const files = readdirSync(dir).sort();
-    expect(files).toEqual(['fusion-20260101T000002000Z.db', 'fusion-20260101T000003000Z.db']);
-    const copy = await openStore(join(dir, files[1]!));
+    expect(files).toEqual(['fusion-20260101T000002000Z', 'fusion-20260101T000003000Z', 'unrelated.txt']);
+    expect(readdirSync(join(dir, files[1]!)).sort()).toEqual(['backup.json', 'fusion.db']);
+    const copy = await openStore(join(dir, files[1]!, 'fusion.db'));
     try {
       expect(await copy.listTasks()).toHaveLength(1);
     } finally {
@@ -87,11 +94,51 @@ describe('backup', () => {
 });
 
 describe('backup file mode', () => {
-  it('a backup is private (0600) like the database, under the usual umask and in an open directory', async () => {
+  it('a backup is private (0700, its files 0600) like the data directory, under the usual umask and in an open directory', async () => {
     const dir = join(tmp.dir, 'backups-mode');
     mkdirSync(dir, { mode: 0o755 });
-    const { file } = await runBackup({ store, dir, keep: 2, log: silentLogger() });
-    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const home = join(tmp.dir, 'home');
+    const tasksDir = join(home, 'tasks');
+    mkdirSync(join(tasksDir, 'investigate-done', 'result'), { recursive: true });
+    writeFileSync(join(tasksDir, 'investigate-done', 'result', 'answer.md'), 'answer\n', { mode: 0o600 });
+    mkdirSync(join(tasksDir, 'investigate-running'), { recursive: true });
+    writeFileSync(join(tasksDir, 'investigate-running', 'partial'), 'x');
+    symlinkSync('/etc/passwd', join(tasksDir, 'investigate-done', 'result', 'link'));
+    initSigningKey(home);
+    const summary = await runBackup({ store, dir, keep: 2, log: silentLogger(), home, tasksDir, running: () => new Set(['investigate-running']) });
+    expect(summary).toMatchObject({ signingKey: 'private', tasks: 1, research: false });
+    expect(statSync(summary.dir).mode & 0o777).toBe(0o700);
+    for (const f of ['fusion.db', 'backup.json', 'signing-key.pem']) expect(statSync(join(summary.dir, f)).mode & 0o777, f).toBe(0o600);
+    // The task folders: the finished one (no symlink), not the one still running.
+    expect(readdirSync(join(summary.dir, 'tasks'))).toEqual(['investigate-done']);
+    expect(readdirSync(join(summary.dir, 'tasks', 'investigate-done', 'result'))).toEqual(['answer.md']);
+    expect(JSON.parse(readFileSync(join(summary.dir, 'backup.json'), 'utf8'))).toMatchObject({ format: 1, database: 'fusion.db', researchDatabase: null, signingKey: 'private', tasks: 1 });
+    // FUSION_BACKUP_SIGNING_KEY=public: the public key only.
+    const pub = await runBackup({ store, dir, keep: 2, log: silentLogger(), home, signingKey: 'public', now: new Date(Date.now() + 1000) });
+    expect(readdirSync(pub.dir).sort()).toEqual(['backup.json', 'fusion.db', 'signing-key.pub.pem']);
+  });
+
+  it('a separate research database (--research-db) is backed up beside the main one', async () => {
+    const research = await openResearchSqliteStore({ file: join(tmp.dir, 'research.db'), log: silentLogger() });
+    try {
+      const { record } = await issueKey(research, 'ws_1', 'workspace');
+      const summary = await runBackup({ store, dir: join(tmp.dir, 'backups-research'), keep: 1, log: silentLogger(), research: { backupTo: (f) => research.backupTo!(f) } });
+      expect(summary.research).toBe(true);
+      const copy = await openResearchSqliteStore({ file: join(summary.dir, 'research.db'), log: silentLogger() });
+      try {
+        expect((await copy.getKey(record.id))?.workspaceId).toBe('ws_1');
+      } finally {
+        await copy.close();
+      }
+    } finally {
+      await research.close();
+    }
+  });
+
+  it('FUSION_BACKUP_SIGNING_KEY is private (default) or public', () => {
+    expect(maintenanceConfig('/h', {}).backupSigningKey).toBe('private');
+    expect(maintenanceConfig('/h', { FUSION_BACKUP_SIGNING_KEY: 'public' }).backupSigningKey).toBe('public');
+    expect(() => maintenanceConfig('/h', { FUSION_BACKUP_SIGNING_KEY: 'both' })).toThrow(/FUSION_BACKUP_SIGNING_KEY must be private or public/);
   });
 });
 

@@ -1,0 +1,93 @@
+/**
+ * Failed-authentication limit of the TCP listener (the research API's only network surface).
+ *
+ * Keys are 256-bit secrets compared in constant time (src/research/api-keys.ts), so guessing
+ * one is hopeless anyway; what this bounds is the cost of trying: each attempt is a database
+ * read and a log line, and a flood of bad keys from one address should not be served at the
+ * speed it is sent. After `maxFailures` failed attempts (401) from one address within
+ * `windowMs`, every research request from that address is refused with `rate_limited` (429,
+ * Retry-After) until the oldest failure leaves the window — a valid key included, or the limit
+ * would not bind an attacker who holds one key and guesses others. Successful requests add
+ * nothing, so a caller with a valid key is never slowed.
+ *
+ * The address is the TCP peer: behind a proxy (--listen-public) every client shares the proxy's
+ * address, and one client's failures lock out the rest; such a proxy should limit per client.
+ * IPv6 peers are counted per /64 (one host usually owns a whole /64); IPv4-mapped IPv6 as IPv4.
+ */
+import ipaddr from 'ipaddr.js';
+import { FusionError } from '../errors.js';
+
+export interface AuthThrottleOptions {
+  /** Failed attempts allowed per address within the window (the next request is refused). */
+  maxFailures: number;
+  windowMs: number;
+  /** Addresses remembered at most (the oldest is forgotten first): memory stays bounded under a spread attack. */
+  maxTracked: number;
+  now?: () => number;
+}
+
+export const AUTH_FAILURE_LIMIT = 20;
+export const AUTH_FAILURE_WINDOW_MS = 60_000;
+export const AUTH_MAX_TRACKED = 10_000;
+
+/** The unit an address is counted in: IPv4 as is, IPv6 by its /64, IPv4-mapped IPv6 as IPv4. */
+export function throttleKey(address: string | undefined): string {
+  const text = (address ?? '').split('%')[0]!;
+  if (!ipaddr.isValid(text)) return text;
+  const ip = ipaddr.process(text);
+  if (ip.kind() === 'ipv4') return ip.toString();
+  const parts = (ip as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16));
+  return `${parts.join(':')}::/64`;
+}
+
+export class AuthFailureThrottle {
+  private readonly failures = new Map<string, number[]>();
+  private readonly options: Required<AuthThrottleOptions>;
+
+  constructor(options: Partial<AuthThrottleOptions> = {}) {
+    this.options = {
+      maxFailures: options.maxFailures ?? AUTH_FAILURE_LIMIT,
+      windowMs: options.windowMs ?? AUTH_FAILURE_WINDOW_MS,
+      maxTracked: options.maxTracked ?? AUTH_MAX_TRACKED,
+      now: options.now ?? Date.now,
+    };
+  }
+
+  /** Failures of `key` still inside the window (expired ones are dropped). */
+  private recent(key: string, now: number): number[] {
+    const list = this.failures.get(key);
+    if (list === undefined) return [];
+    const kept = list.filter((t) => now - t < this.options.windowMs);
+    if (kept.length === 0) this.failures.delete(key);
+    else if (kept.length !== list.length) this.failures.set(key, kept);
+    return kept;
+  }
+
+  /** Throws `rate_limited` while `address` is over its limit; called before the key is looked at. */
+  check(address: string | undefined): void {
+    const now = this.options.now();
+    const recent = this.recent(throttleKey(address), now);
+    if (recent.length < this.options.maxFailures) return;
+    const retryAfterSeconds = Math.max(1, Math.ceil((recent[0]! + this.options.windowMs - now) / 1000));
+    throw new FusionError(
+      'rate_limited',
+      `too many failed API-key attempts from this address (${recent.length} in ${Math.round(this.options.windowMs / 1000)} s); retry in ${retryAfterSeconds} s with a valid workspace key`,
+      { details: { scope: 'auth', limit: this.options.maxFailures, windowSeconds: Math.round(this.options.windowMs / 1000), retryAfterSeconds } },
+    );
+  }
+
+  recordFailure(address: string | undefined): void {
+    const now = this.options.now();
+    const key = throttleKey(address);
+    const recent = this.recent(key, now);
+    // Re-inserted so the map's order is least recently failed first: that one is forgotten first.
+    this.failures.delete(key);
+    this.failures.set(key, [...recent.slice(Math.max(0, recent.length - (this.options.maxFailures - 1))), now]);
+    while (this.failures.size > this.options.maxTracked) this.failures.delete(this.failures.keys().next().value as string);
+  }
+
+  /** Addresses currently remembered (tests, metrics). */
+  get tracked(): number {
+    return this.failures.size;
+  }
+}
