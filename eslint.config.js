@@ -17,6 +17,7 @@ export const LAYERS = [
   ['src/http'],
   ['src/store', 'src/egress', 'src/models', 'src/launcher', 'src/metrics'],
   ['src/broker', 'src/research'],
+  ['src/bundles'],
   ['src/tasks'],
   ['src/audit'],
   ['src/workflow'],

@@ -19,9 +19,11 @@ import { hostname } from 'node:os';
 import type { Store } from './store/port.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { createDirectDispatcher } from './tasks/dispatcher.js';
-import { TaskService } from './tasks/task-service.js';
+import { TaskService, type RepoBundles } from './tasks/task-service.js';
 import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
+import { createBundleCache } from './bundles/bundle-cache.js';
+import { packRepo } from './bundles/pack-as-caller.js';
 import { createApiHandler, type ApiContext } from './api/routes.js';
 import { MAX_CONNECTIONS_PER_CALLER, assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
 import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
@@ -373,6 +375,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
 
   // Cluster mode: PostgreSQL and Redis shared by every daemon; tasks go through the shared queue.
   let cluster: { queue: TaskQueue; signals: ClusterSignals; daemonId: string } | undefined;
+  let bundles: RepoBundles | undefined;
   if (pgStore !== undefined && config.redisUrl !== undefined) {
     const daemonId = config.daemonId ?? `${hostname()}-${process.pid}`;
     const queue = await createTaskQueue({
@@ -381,6 +384,8 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       ...(config.taskStalledCheckMs !== undefined ? { stalledIntervalMs: config.taskStalledCheckMs } : {}),
     });
     cluster = { queue, signals: await createPgSignals(pgStore.db, log), daemonId };
+    const cache = await createBundleCache({ dir: paths.bundlesDir, store, maxBytes: config.bundleMaxBytes, log: log.child({ component: 'bundles' }) });
+    bundles = { pack: packRepo, checkout: (digest) => cache.checkout(digest), maxBytes: config.bundleMaxBytes };
     log.info({ daemonId, concurrency: config.taskConcurrency }, 'cluster mode: tasks run through the shared queue');
   } else if (pgStore !== undefined) {
     log.warn({}, 'PostgreSQL store without REDIS_URL: this daemon runs its own tasks only (set REDIS_URL to share work between daemons)');
@@ -407,6 +412,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
     checkRepo: checkRepoAsCaller,
     ...(cluster !== undefined ? { cluster } : {}),
+    ...(bundles !== undefined ? { bundles } : {}),
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
   // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so

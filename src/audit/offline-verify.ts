@@ -34,6 +34,8 @@ import { parsePublicKey, publicKeySha256, verifyManifestSignature } from './sign
 import { MANIFEST_MEMBER, MANIFEST_SCHEMA, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } from './task-tarball.js';
 import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type ReplayRecord } from './replay.js';
 import { PACK_SCRATCH_PREFIX } from './tar-members.js';
+import { packTree } from '../bundles/pack.js';
+import { DEFAULT_REPO_EXCLUDES } from '../bundles/excludes.js';
 
 export interface OfflineVerifyOptions {
   /** Pinned public key: the tarball must be signed by exactly this key. */
@@ -83,7 +85,7 @@ const SignatureSchema = z.strictObject({
   public_key: z.string().min(1),
   signature: z.string().min(1),
 });
-const TaskSchema = z.object({ task_id: z.string(), workflow: z.enum(['investigate', 'research']), state: z.string(), canonical_input_sha256: HEX64 });
+const TaskSchema = z.object({ task_id: z.string(), workflow: z.enum(['investigate', 'research']), state: z.string(), canonical_input_sha256: HEX64, bundle_digest: HEX64.optional() });
 const ReplayRecordSchema = z.object({
   schema_version: z.literal(REPLAY_RECORD_SCHEMA),
   tools: z.array(z.string()),
@@ -115,6 +117,23 @@ function canonicalMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
     throw new Broken(member.name, `${member.name} is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
   }
   return parsed.data;
+}
+
+const OptionsSchema = z.object({ repoExclude: z.array(z.string()).optional() });
+/** The largest checkout the replay packs to compare with a bundle digest (the daemon's cap is at most 1 GiB). */
+const AUDIT_PACK_MAX_BYTES = 1024 * 1024 * 1024;
+
+async function checkBundleDigest(repo: string, digest: string, options: z.infer<typeof OptionsSchema>, report: OfflineVerifyReport): Promise<void> {
+  let packed;
+  try {
+    packed = await packTree(repo, { exclude: options.repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: AUDIT_PACK_MAX_BYTES });
+  } catch (err) {
+    throw new Broken('task.json', `repository changed since the run: ${repo} could not be packed to compare with the task's bundle (${toFusionError(err).message})`, 'repository_changed');
+  }
+  if (packed.digest !== digest) {
+    throw new Broken('task.json', `repository changed since the run: ${repo} packs to bundle sha256 ${packed.digest.slice(0, 16)}…, the task ran over ${digest.slice(0, 16)}…`, 'repository_changed');
+  }
+  report.checks.push(`repository: ${repo} packs to the task's bundle ${digest.slice(0, 16)}…`);
 }
 
 function jsonMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
@@ -298,6 +317,9 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
 
   // 5. Replay.
   if (options.replayRepo !== undefined) {
+    // Cluster mode: the task ran over a bundle; the checkout must pack to the same digest, or
+    // the difference is the repository's, not a forged result's.
+    if (task.bundle_digest !== undefined) await checkBundleDigest(options.replayRepo, task.bundle_digest, jsonMember(need('task-options.json'), OptionsSchema), report);
     for (const { member, record } of replayRecords) {
       const outcome = await replayRecordOffline(record, options.replayRepo);
       report.replayed += outcome.replayed;

@@ -123,6 +123,8 @@ export async function collectTaskMembers(deps: SealDeps, task: TaskRecord): Prom
         task_id: task.id, workflow: task.workflow, state: task.state, repo_dir: task.repoDir,
         canonical_input_sha256: task.canonicalInputSha256, created_at: task.createdAt, updated_at: task.updatedAt,
         resume_count: task.resumeCount,
+        // Cluster mode: the repository the task ran over, by content (the replay checks against it).
+        ...(task.bundleDigest !== null ? { bundle_digest: task.bundleDigest } : {}),
       }),
     },
     { name: 'task-options.json', data: Buffer.from(task.options, 'utf8') },

@@ -78,6 +78,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const leaseMs = intFrom(env.FUSION_TASK_LEASE_MS);
   const stalledCheckMs = intFrom(env.FUSION_TASK_STALLED_CHECK_MS);
   const daemonId = env.FUSION_DAEMON_ID?.trim();
+  const bundleMaxMb = intFrom(env.FUSION_BUNDLE_MAX_MB);
   const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
   const socketGroup = socketGroupOf(args, env);
   return {
@@ -94,6 +95,7 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
     ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
     ...(daemonId ? { daemonId } : {}),
+    ...(bundleMaxMb !== undefined ? { bundleMaxBytes: bundleMaxMb * 1024 * 1024 } : {}),
     ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
     ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
     ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),

@@ -76,6 +76,8 @@ export const DaemonConfigSchema = z
      */
     taskLeaseMs: z.number().int().min(500).max(600_000).optional(),
     taskStalledCheckMs: z.number().int().min(500).max(600_000).optional(),
+    /** Cluster mode: the cap on a task's repository bundle (the packed archive), bytes; default 256 MiB. */
+    bundleMaxBytes: z.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(256 * 1024 * 1024),
     /** Names this daemon in cluster events; default host name and pid. */
     daemonId: z.string().min(1).max(100).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces').optional(),
   })

@@ -353,6 +353,31 @@ export const MIGRATIONS: readonly Migration[] = [
       INSERT INTO cluster_settings (key, value) VALUES ('cluster_id', substr(md5(random()::text || clock_timestamp()::text), 1, 16));
     `,
   },
+  {
+    version: 7,
+    name: 'repo_bundles',
+    // Cluster mode: the repository a task reads, packed at submission into a deterministic tar
+    // stored once by its sha256 (the content address); the task names it. SQLite gets the same
+    // table and column (one schema); outside cluster mode they stay empty (NULL).
+    sqlite: `
+      CREATE TABLE repo_bundles (
+        digest TEXT PRIMARY KEY NOT NULL CHECK (length(digest) = 64),
+        data BLOB NOT NULL,
+        bytes INTEGER NOT NULL CHECK (bytes >= 0),
+        created_at TEXT NOT NULL
+      );
+      ALTER TABLE tasks ADD COLUMN bundle_digest TEXT CHECK (bundle_digest IS NULL OR length(bundle_digest) = 64);
+    `,
+    postgres: `
+      CREATE TABLE repo_bundles (
+        digest TEXT PRIMARY KEY NOT NULL CHECK (length(digest) = 64),
+        data BYTEA NOT NULL,
+        bytes BIGINT NOT NULL CHECK (bytes >= 0),
+        created_at TEXT NOT NULL
+      );
+      ALTER TABLE tasks ADD COLUMN bundle_digest TEXT CHECK (bundle_digest IS NULL OR length(bundle_digest) = 64);
+    `,
+  },
 ];
 
 /**

@@ -36,6 +36,8 @@ export interface TaskRecord {
   resumeCount: number;
   /** The socket caller's uid (SO_PEERCRED) that submitted it; null when unknown (older tasks). */
   callerUid: number | null;
+  /** sha256 of the repository bundle packed at submission (cluster mode); null outside cluster mode. */
+  bundleDigest: string | null;
 }
 
 export interface NewTask {
@@ -48,6 +50,16 @@ export interface NewTask {
   options: string;
   /** The submitting caller's uid (SO_PEERCRED); null when unknown. */
   callerUid: number | null;
+  /** Cluster mode: the packed repository, stored once by digest in the task's own transaction. */
+  bundle?: { digest: string; data: Buffer };
+}
+
+/** A stored repository bundle (cluster mode): the deterministic tar whose sha256 is `digest`. */
+export interface RepoBundleRecord {
+  digest: string;
+  data: Buffer;
+  bytes: number;
+  createdAt: string;
 }
 
 export type TaskEventKind = 'transition' | 'progress' | 'terminal';
@@ -131,6 +143,8 @@ export interface Store {
   /** Inserts the task in `initializing` with its first event, in one transaction. */
   createTask(task: NewTask): Promise<TaskRecord>;
   getTask(id: string): Promise<TaskRecord | null>;
+  /** The stored bundle of `digest` as stored (the caller verifies its bytes), or null. */
+  getRepoBundle(digest: string): Promise<RepoBundleRecord | null>;
   listTasks(query?: ListTasksQuery): Promise<TaskRecord[]>;
   listNonTerminalTasks(): Promise<TaskRecord[]>;
 

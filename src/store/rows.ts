@@ -26,6 +26,7 @@ export interface TaskRow {
   usage_delivered: number;
   resume_count: number;
   caller_uid: number | null;
+  bundle_digest: string | null;
 }
 
 export interface EventRow {
@@ -61,7 +62,7 @@ export interface ResultRow {
 
 export const TASK_COLUMNS =
   'id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options, created_at, ' +
-  'updated_at, error_code, error_message, error_state, usage, usage_delivered, resume_count, caller_uid';
+  'updated_at, error_code, error_message, error_state, usage, usage_delivered, resume_count, caller_uid, bundle_digest';
 
 function corrupt(what: string, details: Record<string, unknown>): FusionError {
   return new FusionError('store_error', `store holds an invalid ${what}`, { retryable: false, details });
@@ -97,6 +98,7 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     usageDelivered: row.usage_delivered === 1,
     resumeCount: row.resume_count,
     callerUid: row.caller_uid,
+    bundleDigest: row.bundle_digest,
   };
 }
 

@@ -11,7 +11,7 @@ import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../contracts/task-state.js';
 import type {
-  AttemptRecord, ListTasksQuery, NewTask, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
+  AttemptRecord, ListTasksQuery, NewTask, RepoBundleRecord, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
   TaskTarballRecord, TransitionPatch,
 } from './port.js';
 import { migrate, readClusterId } from './migrations.js';
@@ -168,15 +168,22 @@ export class SqlStoreImpl implements SqliteStore {
       // Group commit: submits arriving during a commit share the next one (sqlite-db.ts); the
       // receipt still waits for its own row to be durable.
       const record = await this.db.groupTransaction(async (tx) => {
+        // The bundle is stored once per digest: a second task over the same tree names the same row.
+        if (task.bundle !== undefined) {
+          await tx.run('INSERT INTO repo_bundles (digest, data, bytes, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING',
+            [task.bundle.digest, task.bundle.data, task.bundle.data.length, at]);
+        }
+        const bundleDigest = task.bundle?.digest ?? null;
         await tx.run(
           `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
-             created_at, updated_at, caller_uid) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?)`,
+             created_at, updated_at, caller_uid, bundle_digest) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           [task.id, task.workflow, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
-            task.options, at, at, task.callerUid],
+            task.options, at, at, task.callerUid, bundleDigest],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
         // Built from what was just inserted: no read-back on the receipt's critical path.
-        const created: TaskRecord = { ...task, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+        const { bundle: _bundle, ...fields } = task;
+        const created: TaskRecord = { ...fields, bundleDigest, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
         return created;
       });
       this.log.debug({ taskId: task.id, from: null, to: 'initializing' }, 'store transition committed');
@@ -191,6 +198,12 @@ export class SqlStoreImpl implements SqliteStore {
 
   getTask(id: string): Promise<TaskRecord | null> {
     return selectTask(this.db, id);
+  }
+
+  async getRepoBundle(digest: string): Promise<RepoBundleRecord | null> {
+    const row = await this.db.get<{ digest: string; data: Buffer; bytes: number | string; created_at: string }>(
+      'SELECT digest, data, bytes, created_at FROM repo_bundles WHERE digest = ?', [digest]);
+    return row === undefined ? null : { digest: row.digest, data: row.data, bytes: Number(row.bytes), createdAt: row.created_at };
   }
 
   async listTasks(query: ListTasksQuery = {}): Promise<TaskRecord[]> {

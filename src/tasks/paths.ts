@@ -9,6 +9,8 @@ export interface DataPaths {
   dbFile: string;
   defaultSocket: string;
   tasksDir: string;
+  /** Cluster mode: the unpacked repository bundles this daemon ran tasks over, by digest. */
+  bundlesDir: string;
 }
 
 export function dataPaths(home: string): DataPaths {
@@ -17,6 +19,7 @@ export function dataPaths(home: string): DataPaths {
     dbFile: join(home, 'fusion.db'),
     defaultSocket: join(home, 'fusion.sock'),
     tasksDir: join(home, 'tasks'),
+    bundlesDir: join(home, 'bundles'),
   };
 }
 

@@ -19,6 +19,7 @@
 import { execFile } from 'node:child_process';
 import { FusionError } from '../errors.js';
 import type { CallerIdentity } from './caller.js';
+import { setprivArgs } from '../common/setpriv-args.js';
 
 /** The check run as the caller: physical path of $1 when it is a directory the caller can read and enter. */
 const CHECK_SCRIPT = 'cd -P -- "$1" 2>/dev/null && test -r . && pwd -P';
@@ -28,8 +29,7 @@ export type RepoAccessCheck = (repo: string, caller: CallerIdentity) => Promise<
 /** Resolves `repo` as `caller`, or refuses with invalid_input naming `repo` (nothing is created before this runs). */
 export const checkRepoAsCaller: RepoAccessCheck = (repo, caller) =>
   new Promise((resolve, reject) => {
-    const groups = caller.groups === null ? ['--init-groups'] : caller.groups.length > 0 ? ['--groups', caller.groups.join(',')] : ['--clear-groups'];
-    const args = [`--reuid=${caller.uid}`, `--regid=${caller.gid}`, ...groups, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', '/bin/sh', '-c', CHECK_SCRIPT, 'fusion-repo-check', repo];
+    const args = [...setprivArgs(caller), '--', '/bin/sh', '-c', CHECK_SCRIPT, 'fusion-repo-check', repo];
     execFile('setpriv', args, { encoding: 'utf8', timeout: 10_000, cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {
       // Exactly pwd's line, never trimmed: a directory whose name ends in whitespace ("/tmp/x "
       // or "/tmp/x\n", reached through a symlink) would otherwise be recorded as another

@@ -28,6 +28,9 @@ import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsyn
 import { isPrivileged, type CallerIdentity } from './caller.js';
 import type { RepoAccessCheck } from './repo-access.js';
 import { join } from 'node:path';
+import type { PackRequest } from '../bundles/pack-as-caller.js';
+import type { PackedBundle } from '../bundles/pack.js';
+import { DEFAULT_REPO_EXCLUDES } from '../bundles/excludes.js';
 
 export interface TaskServiceDeps {
   store: Store;
@@ -63,6 +66,19 @@ export interface TaskServiceDeps {
    * cancels between the daemons; `daemonId` names this daemon in the events of the runs it takes.
    */
   cluster?: { queue: TaskQueue; signals: ClusterSignals; daemonId: string };
+  /**
+   * Repository bundles (docs/operations.md#cluster-mode): with `cluster`, the repository is packed
+   * at submission (as the caller) and stored with the task; any daemon running a task that names
+   * a bundle runs it over the verified, unpacked tree instead of the submitter's path.
+   */
+  bundles?: RepoBundles;
+}
+
+export interface RepoBundles {
+  pack(req: PackRequest): Promise<PackedBundle>;
+  checkout(digest: string): Promise<string>;
+  /** The cap on a bundle's archive size, bytes. */
+  maxBytes: number;
 }
 
 export interface SubmitRequest {
@@ -128,8 +144,11 @@ export class TaskService {
     };
     // 2. Everything that can reject the request, before anything exists.
     let prepared: ReturnType<typeof prepareSubmit>;
+    let bundle: PackedBundle | undefined;
     try {
       prepared = prepareSubmit(req, await this.repoAsCaller(req), this.deps);
+      // Cluster mode: the repository travels with the task (read as the caller, like the check).
+      bundle = await this.packBundle(req, prepared.repoDir);
     } catch (err) {
       release();
       throw err;
@@ -151,6 +170,7 @@ export class TaskService {
         budgetPlan: canonicalJson(plan),
         options: canonicalJson(req.options ?? {}),
         callerUid: req.identity?.uid ?? null,
+        ...(bundle !== undefined ? { bundle: { digest: bundle.digest, data: bundle.data } } : {}),
       });
     } catch (err) {
       release();
@@ -158,7 +178,7 @@ export class TaskService {
     }
     // Waiters learn of the new task on the next turn; the receipt does not wait for them.
     setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
-    this.log.info({ taskId, workflow: req.workflow, state: task.state }, 'task accepted');
+    this.log.info({ taskId, workflow: req.workflow, state: task.state, ...(bundle !== undefined ? { bundleDigest: bundle.digest, bundleBytes: bundle.data.length, bundleSkipped: bundle.skipped } : {}) }, 'task accepted');
 
     // 4. Only now is anything started. Cluster mode: the job is in the shared queue before the
     //    receipt is returned (a task without its job would wait for nobody).
@@ -259,6 +279,15 @@ export class TaskService {
     if (caller === undefined || isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0) || !isAbsolute(req.repo.trim())) return req.repo;
     if (this.deps.checkRepo === undefined) throw new FusionError('internal_error', 'no repository check is configured for non-root callers');
     return this.deps.checkRepo(req.repo.trim(), caller);
+  }
+
+  /** Cluster mode: the task's repository bundle, packed as the caller; undefined outside cluster mode. */
+  private async packBundle(req: SubmitRequest, repoDir: string): Promise<PackedBundle | undefined> {
+    const bundles = this.deps.bundles;
+    if (this.deps.cluster === undefined || bundles === undefined) return undefined;
+    const caller = req.identity;
+    const asCaller = caller !== undefined && !isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0);
+    return bundles.pack({ repo: repoDir, exclude: req.options?.repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(asCaller ? { caller } : {}) });
   }
 
   async get(taskId: string): Promise<TaskRecord> {
@@ -413,8 +442,10 @@ export class TaskService {
     const control = this.control(task);
     try {
       if (ac.signal.aborted) return;
+      // A task with a bundle runs over its verified tree (bundle_changed fails it before anything runs).
+      const repoDir = task.bundleDigest !== null && this.deps.bundles !== undefined ? await this.deps.bundles.checkout(task.bundleDigest) : task.repoDir;
       await this.writeTaskFiles(task);
-      await this.deps.runner.run({ task, control, signal: ac.signal, resume });
+      await this.deps.runner.run({ task: { ...task, repoDir }, control, signal: ac.signal, resume });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
         throw new FusionError('internal_error', `the workflow returned without committing a result (state ${after.state})`);

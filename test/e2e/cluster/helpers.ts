@@ -19,14 +19,17 @@ export interface ClusterDaemon {
 
 /**
  * Starts a daemon of the cluster on `databaseUrl` + `redisUrl`; its first candidate of each task
- * sleeps `delayMs`. The cleanup (stop, then remove its directories) is pushed onto `cleanups`.
+ * sleeps `delayMs`; `env` adds to its environment (test switches of the fixture). The cleanup (stop, then remove its directories) is pushed onto `cleanups`.
  */
 export async function spawnClusterDaemon(
   id: string, databaseUrl: string, redisUrl: string, delayMs: number, cleanups: Array<() => Promise<void> | void>,
+  env: Record<string, string> = {},
 ): Promise<ClusterDaemon> {
   const home = mkdtempSync(join(tmpdir(), `fusion-cluster-${id}-`));
   const runRoot = freshRunRoot();
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, databaseUrl, redisUrl, String(delayMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, databaseUrl, redisUrl, String(delayMs)], {
+    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
+  });
   let out = '';
   let err = '';
   proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));

@@ -47,6 +47,16 @@ async function exportAndVerify(d: E2EDaemon, taskId: string, name: string): Prom
   return { file, pubkey, verify };
 }
 
+/** The members re-sealed under `signer`'s key (a signer can write any record; the checks must still hold). */
+async function resignTarball(signer: ReturnType<typeof initSigningKey>, taskId: string, members: Array<{ name: string; data: Buffer }>): Promise<Buffer> {
+  const { buildManifest, MANIFEST_MEMBER, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } = await import('../../../src/audit/task-tarball.js');
+  const { signManifestDigest } = await import('../../../src/audit/signing.js');
+  const manifest = buildManifest(taskId, 'completed', members);
+  const manifestSha256 = sha256Hex(manifest);
+  const sig = { schema_version: SIGNATURE_SCHEMA, algorithm: 'ed25519', manifest_sha256: manifestSha256, public_key_sha256: signer.publicKeySha256, public_key: signer.publicKeyPem, signature: signManifestDigest(manifestSha256, signer.privateKey) };
+  return packMembers([...members, { name: MANIFEST_MEMBER, data: manifest }, { name: SIGNATURE_MEMBER, data: Buffer.from(`${canonicalJson(sig)}\n`) }]);
+}
+
 describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
   describe('a completed task with a signing key', () => {
     let d: E2EDaemon;
@@ -149,17 +159,11 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
     }, 120_000);
 
     it('a re-signed tarball whose replay record leaves calls out, is malformed, or has a nested attempt file fails naming the member', async () => {
-      const { buildManifest, MANIFEST_MEMBER, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } = await import('../../../src/audit/task-tarball.js');
-      const { signManifestDigest } = await import('../../../src/audit/signing.js');
+      const { MANIFEST_MEMBER, SIGNATURE_MEMBER } = await import('../../../src/audit/task-tarball.js');
       // Even a signer (here a second key, pinned) cannot make these pass.
       const signer = initSigningKey(mkdtempSync(join(scratch, 'resign-key-')));
       const body = readMembers(readFileSync(file)).filter((m) => m.name !== MANIFEST_MEMBER && m.name !== SIGNATURE_MEMBER).map(({ name, data }) => ({ name, data }));
-      const resign = async (members: Array<{ name: string; data: Buffer }>): Promise<Buffer> => {
-        const manifest = buildManifest(taskId, 'completed', members);
-        const manifestSha256 = sha256Hex(manifest);
-        const sig = { schema_version: SIGNATURE_SCHEMA, algorithm: 'ed25519', manifest_sha256: manifestSha256, public_key_sha256: signer.publicKeySha256, public_key: signer.publicKeyPem, signature: signManifestDigest(manifestSha256, signer.privateKey) };
-        return packMembers([...members, { name: MANIFEST_MEMBER, data: manifest }, { name: SIGNATURE_MEMBER, data: Buffer.from(`${canonicalJson(sig)}\n`) }]);
-      };
+      const resign = (members: Array<{ name: string; data: Buffer }>): Promise<Buffer> => resignTarball(signer, taskId, members);
       const recordName = body.find((m) => m.name.endsWith('.replay.json'))!.name;
       const withRecord = (edit: (r: Record<string, unknown>) => unknown) =>
         body.map((m) => (m.name === recordName ? { name: m.name, data: Buffer.from(JSON.stringify(edit(JSON.parse(m.data.toString('utf8')) as Record<string, unknown>))) } : m));
@@ -189,6 +193,33 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       // The first call whose result changed names what it depended on: the file it read, or the
       // tree it searched (a whole-repository grep names `.`).
       expect(report.out).toMatch(/^BROKEN: attempts\/candidate-\d\.attempt-1\.replay\.json: .*repository changed since the run: (\.|src\/token-bucket\.js|src) \(call \d+, (read|grep|find|ls)\)/m);
+    });
+
+    it('a task that ran over a repository bundle replays only against a checkout that packs to its digest', async () => {
+      const { MANIFEST_MEMBER, SIGNATURE_MEMBER } = await import('../../../src/audit/task-tarball.js');
+      const { packTree } = await import('../../../src/bundles/pack.js');
+      const { DEFAULT_REPO_EXCLUDES } = await import('../../../src/bundles/excludes.js');
+      const signer = initSigningKey(mkdtempSync(join(scratch, 'bundle-key-')));
+      const digest = (await packTree(d.repo, { exclude: DEFAULT_REPO_EXCLUDES, maxBytes: 64 * 1024 * 1024 })).digest;
+      // The record as a cluster daemon seals it: task.json names the bundle the task ran over.
+      const members = readMembers(readFileSync(file)).filter((m) => m.name !== MANIFEST_MEMBER && m.name !== SIGNATURE_MEMBER).map(({ name, data }) =>
+        (name === 'task.json' ? { name, data: Buffer.from(JSON.stringify({ ...(JSON.parse(data.toString('utf8')) as object), bundle_digest: digest })) } : { name, data }));
+      const bundled = join(scratch, 'bundled.tar');
+      writeFileSync(bundled, await resignTarball(signer, taskId, members));
+      const pinned = join(scratch, 'bundled.pub.pem');
+      writeFileSync(pinned, signer.publicKeyPem);
+      const same = await cli(['audit', 'verify', bundled, '--pubkey', pinned, '--replay', '--repo', d.repo]);
+      expect(same.code, same.out).toBe(0);
+      expect(same.out).toContain(`packs to the task's bundle ${digest.slice(0, 16)}`);
+      // A file no call read still changes the tree: reported as a changed repository, not a forgery.
+      const copy = mkdtempSync(join(scratch, 'repo-'));
+      cpSync(d.repo, copy, { recursive: true });
+      writeFileSync(join(copy, 'UNRELATED.md'), 'added after the run\n');
+      const other = await cli(['audit', 'verify', bundled, '--pubkey', pinned, '--replay', '--repo', copy, '--json']);
+      expect(other.code).toBe(1);
+      const report = JSON.parse(other.out) as { failure?: { member: string; reason?: string; message: string } };
+      expect(report.failure).toMatchObject({ member: 'task.json', reason: 'repository_changed' });
+      expect(report.failure?.message).toMatch(/repository changed since the run: .* packs to bundle sha256/u);
     });
 
     it("another task's signed tarball moved into a task's row does not verify as that task", async () => {

@@ -29,7 +29,7 @@ describe('migrations', () => {
 const ALL_VERSIONS = MIGRATIONS.map((_m, i) => i + 1);
 
 const TABLES = [
-  'api_keys', 'attempts', 'checkpoints', 'cluster_settings', 'research_documents', 'research_runs', 'research_snapshots', 'results',
+  'api_keys', 'attempts', 'checkpoints', 'cluster_settings', 'repo_bundles', 'research_documents', 'research_runs', 'research_snapshots', 'results',
   'schema_migrations', 'task_events', 'task_tarballs', 'tasks',
 ];
 const INDEXES = ['research_documents_run', 'research_runs_status', 'task_events_task_seq', 'tasks_caller_created', 'tasks_state'];

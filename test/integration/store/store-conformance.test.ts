@@ -125,6 +125,31 @@ describe.each(adapters)('$engine store', (adapter) => {
     });
   });
 
+  describe('repository bundles', () => {
+    it('stores a bundle once by digest in the task\'s own transaction and names it on the task', async () => {
+      const data = Buffer.concat([Buffer.from('tar bytes '), Buffer.from([0, 1, 2, 255])]);
+      const digest = 'd'.repeat(64);
+      const a = await store.createTask(newTask({ bundle: { digest, data } }));
+      const b = await store.createTask(newTask({ bundle: { digest, data: Buffer.from('ignored: same digest, stored once') } }));
+      expect(a.bundleDigest).toBe(digest);
+      expect(await store.getTask(a.id)).toEqual(a);
+      expect((await store.getTask(b.id))?.bundleDigest).toBe(digest);
+      const stored = await store.getRepoBundle(digest);
+      expect(stored).toMatchObject({ digest, bytes: data.length });
+      expect(stored?.data.equals(data)).toBe(true);
+      expect(await store.getRepoBundle('e'.repeat(64))).toBeNull();
+      // Outside cluster mode a task has no bundle.
+      expect((await store.createTask(newTask())).bundleDigest).toBeNull();
+    });
+
+    it('stores nothing of a task whose insert fails (the bundle shares its transaction)', async () => {
+      const task = newTask();
+      await store.createTask(task);
+      await expectCode(store.createTask({ ...task, bundle: { digest: 'f'.repeat(64), data: Buffer.from('x') } }), 'conflict');
+      expect(await store.getRepoBundle('f'.repeat(64))).toBeNull();
+    });
+  });
+
   describe('transitions', () => {
     it('is a compare-and-set: a stale `from` returns null and changes nothing', async () => {
       const task = await store.createTask(newTask());

@@ -4,7 +4,7 @@
  * no daemon. Methods the tests do not need throw, so a test that starts relying on one notices.
  */
 import { assertTransition, isTerminal, type TaskState } from '../../../src/contracts/task-state.js';
-import type { NewTask, ResultRecord, Store, TaskEvent, TaskEventKind, TaskRecord, TransitionPatch } from '../../../src/store/port.js';
+import type { NewTask, RepoBundleRecord, ResultRecord, Store, TaskEvent, TaskEventKind, TaskRecord, TransitionPatch } from '../../../src/store/port.js';
 
 export interface MemoryStore extends Store {
   tasks: Map<string, TaskRecord>;
@@ -38,6 +38,7 @@ export function memoryStore(): MemoryStore {
   const missing = (name: string) => (): never => {
     throw new Error(`memoryStore: ${name} is not faked`);
   };
+  const bundles = new Map<string, RepoBundleRecord>();
   const store: MemoryStore = {
     tasks,
     results,
@@ -51,12 +52,15 @@ export function memoryStore(): MemoryStore {
         throw err;
       }
       const at = now();
-      const task: TaskRecord = { ...t, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+      const { bundle, ...fields } = t;
+      if (bundle !== undefined) bundles.set(bundle.digest, { digest: bundle.digest, data: bundle.data, bytes: bundle.data.length, createdAt: at });
+      const task: TaskRecord = { ...fields, bundleDigest: bundle?.digest ?? null, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
       tasks.set(t.id, task);
       append(t.id, 'transition', { to: 'initializing' });
       return task;
     },
     getTask: async (id) => tasks.get(id) ?? null,
+    getRepoBundle: async (digest) => bundles.get(digest) ?? null,
     listTasks: async () => [...tasks.values()],
     listNonTerminalTasks: async () => [...tasks.values()].filter((t) => !isTerminal(t.state)),
     transitionTask: async (id, from, to, patch) => move(id, from, to, patch),

@@ -8,6 +8,8 @@ import { existsSync } from 'node:fs';
 import { FusionError } from '../../../src/errors.js';
 import type { TaskRunner } from '../../../src/tasks/runner-port.js';
 import { createDirectDispatcher } from '../../../src/tasks/dispatcher.js';
+import type { ClusterSignals, TaskQueue } from '../../../src/tasks/cluster-port.js';
+import type { PackRequest } from '../../../src/bundles/pack-as-caller.js';
 import { blockingRunner, completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs } from '../fakes/task-fixtures.js';
 
 let dirs: Dirs;
@@ -122,5 +124,58 @@ describe('TaskService.recover', () => {
     const { service } = makeService(dirs, completingRunner(dirs));
     await service.shutdown();
     await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo })).rejects.toMatchObject({ code: 'shutting_down' });
+  });
+});
+
+describe('TaskService repository bundles (docs/operations.md#repository-bundles)', () => {
+  const packed = { digest: 'b'.repeat(64), data: Buffer.from('tar'), entries: 1, skipped: { escapingLinks: 0, special: 0, unreadable: 0 } };
+  function bundles(checkout: (digest: string) => Promise<string>) {
+    const packs: PackRequest[] = [];
+    return { packs, deps: { pack: async (req: PackRequest) => (packs.push(req), packed), checkout, maxBytes: 1024 } };
+  }
+  const queue = (): TaskQueue => ({ enqueue: async () => undefined, start: async () => undefined, removeWaiting: async () => undefined, close: async () => undefined, running: 0, queued: async () => 0 });
+  const signals = { eventsCommitted: () => undefined, cancel: async () => undefined, subscribe: async () => undefined, close: async () => undefined } as unknown as ClusterSignals;
+
+  it('outside cluster mode nothing is packed: the task has no bundle and runs over its path', async () => {
+    const runner = completingRunner(dirs);
+    const b = bundles(async () => '/never');
+    const { service, store } = makeService(dirs, runner, { bundles: b.deps });
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await service.get(taskId)).state === 'completed');
+    expect(b.packs).toEqual([]);
+    expect(store.tasks.get(taskId)?.bundleDigest).toBeNull();
+    expect(runner.runs[0]?.task.repoDir).toBe(dirs.repo);
+  });
+
+  it('in cluster mode the repository is packed with the caller\'s excludes (default .git/), stored with the task, and the run uses the checked-out tree', async () => {
+    const runner = completingRunner(dirs);
+    const b = bundles(async (digest) => `/cache/${digest}`);
+    const { service, store } = makeService(dirs, runner, { bundles: b.deps, cluster: { queue: queue(), signals, daemonId: 'd' } });
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo, options: { repoExclude: ['*.log'] } });
+    expect(b.packs.map((p) => p.exclude)).toEqual([['.git/'], ['*.log']]);
+    expect(b.packs[0]).toMatchObject({ repo: dirs.repo, maxBytes: 1024 });
+    expect(b.packs[0]?.caller).toBeUndefined();
+    expect(store.tasks.get(taskId)?.bundleDigest).toBe(packed.digest);
+    expect((await store.getRepoBundle(packed.digest))?.data.toString()).toBe('tar');
+    await service.runQueued({ taskId, signal: new AbortController().signal });
+    expect((await service.get(taskId)).state).toBe('completed');
+    expect(runner.runs[0]?.task.repoDir).toBe(`/cache/${packed.digest}`);
+    // The record keeps the submitter's path; only the run sees the tree.
+    expect(store.tasks.get(taskId)?.repoDir).toBe(dirs.repo);
+  });
+
+  it('a bundle that fails verification fails the task with bundle_changed and the runner never starts', async () => {
+    const runner = completingRunner(dirs);
+    const b = bundles(async () => {
+      throw new FusionError('bundle_changed', 'bytes changed');
+    });
+    const { service } = makeService(dirs, runner, { bundles: b.deps, cluster: { queue: queue(), signals, daemonId: 'd' } });
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await service.runQueued({ taskId, signal: new AbortController().signal });
+    const task = await service.get(taskId);
+    expect(task.state).toBe('failed');
+    expect(task.error?.code).toBe('bundle_changed');
+    expect(runner.runs).toHaveLength(0);
   });
 });
