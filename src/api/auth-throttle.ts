@@ -13,6 +13,12 @@
  * The address is the TCP peer: behind a proxy (--listen-public) every client shares the proxy's
  * address, and one client's failures lock out the rest; such a proxy should limit per client.
  * IPv6 peers are counted per /64 (one host usually owns a whole /64); IPv4-mapped IPv6 as IPv4.
+ *
+ * Two ways around a per-address count are closed: concurrent attempts count while they are
+ * being authenticated (a burst of connections gets the limit, not one guess each), and an
+ * address displaced from the full table hands its failures to the newcomer (spraying more
+ * addresses than are remembered gains nothing; once the least recently failing remembered
+ * address is itself over the limit, addresses not remembered are refused too).
  */
 import ipaddr from 'ipaddr.js';
 import { FusionError } from '../errors.js';
@@ -21,7 +27,10 @@ export interface AuthThrottleOptions {
   /** Failed attempts allowed per address within the window (the next request is refused). */
   maxFailures: number;
   windowMs: number;
-  /** Addresses remembered at most (the oldest is forgotten first): memory stays bounded under a spread attack. */
+  /**
+   * Addresses remembered at most: memory stays bounded under a spread attack. A new address in a
+   * full table displaces the least recently failing one and carries its failures (recordFailure).
+   */
   maxTracked: number;
   now?: () => number;
 }
@@ -42,6 +51,8 @@ export function throttleKey(address: string | undefined): string {
 
 export class AuthFailureThrottle {
   private readonly failures = new Map<string, number[]>();
+  /** Attempts being authenticated now, per address (see begin). */
+  private readonly pending = new Map<string, number>();
   private readonly options: Required<AuthThrottleOptions>;
 
   constructor(options: Partial<AuthThrottleOptions> = {}) {
@@ -63,27 +74,65 @@ export class AuthFailureThrottle {
     return kept;
   }
 
-  /** Throws `rate_limited` while `address` is over its limit; called before the key is looked at. */
-  check(address: string | undefined): void {
-    const now = this.options.now();
-    const recent = this.recent(throttleKey(address), now);
-    if (recent.length < this.options.maxFailures) return;
-    const retryAfterSeconds = Math.max(1, Math.ceil((recent[0]! + this.options.windowMs - now) / 1000));
-    throw new FusionError(
+  /**
+   * The failures that count against `key`: its own, or, for an address not remembered while the
+   * table is full, those of the entry it would displace (it carries them, see recordFailure).
+   */
+  private charged(key: string, now: number): number[] {
+    if (this.failures.has(key) || this.failures.size < this.options.maxTracked) return this.recent(key, now);
+    const oldest = this.failures.keys().next().value as string;
+    return this.recent(oldest, now);
+  }
+
+  private refusal(recent: readonly number[], now: number): FusionError {
+    const retryAfterSeconds = recent.length === 0 ? 1 : Math.max(1, Math.ceil((recent[0]! + this.options.windowMs - now) / 1000));
+    return new FusionError(
       'rate_limited',
       `too many failed API-key attempts from this address (${recent.length} in ${Math.round(this.options.windowMs / 1000)} s); retry in ${retryAfterSeconds} s with a valid workspace key`,
       { details: { scope: 'auth', limit: this.options.maxFailures, windowSeconds: Math.round(this.options.windowMs / 1000), retryAfterSeconds } },
     );
   }
 
+  /** Throws `rate_limited` while `address` is over its limit; called before the key is looked at. */
+  check(address: string | undefined): void {
+    const now = this.options.now();
+    const key = throttleKey(address);
+    const recent = this.charged(key, now);
+    if (recent.length + (this.pending.get(key) ?? 0) >= this.options.maxFailures) throw this.refusal(recent, now);
+  }
+
+  /**
+   * Admits one authentication attempt (or throws `rate_limited`, like check) and counts it against
+   * the address until it settles: authentication awaits the database, so without this a burst of
+   * concurrent attempts would all pass the check before the first of them failed. Call the
+   * returned function with whether the key was refused (401); later calls do nothing.
+   */
+  begin(address: string | undefined): (failed: boolean) => void {
+    this.check(address);
+    const key = throttleKey(address);
+    this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
+    let settled = false;
+    return (failed: boolean): void => {
+      if (settled) return;
+      settled = true;
+      const left = (this.pending.get(key) ?? 1) - 1;
+      if (left > 0) this.pending.set(key, left);
+      else this.pending.delete(key);
+      if (failed) this.recordFailure(address);
+    };
+  }
+
   recordFailure(address: string | undefined): void {
     const now = this.options.now();
     const key = throttleKey(address);
-    const recent = this.recent(key, now);
-    // Re-inserted so the map's order is least recently failed first: that one is forgotten first.
+    // A new address in a full table displaces the least recently failing one and carries its
+    // failures: forgetting an address must not forget what it did, or an attacker with more
+    // addresses than are remembered would spray them round-robin and never reach any limit.
+    const recent = this.charged(key, now);
+    if (!this.failures.has(key) && this.failures.size >= this.options.maxTracked) this.failures.delete(this.failures.keys().next().value as string);
+    // Re-inserted so the map's order is least recently failed first: that one is displaced first.
     this.failures.delete(key);
     this.failures.set(key, [...recent.slice(Math.max(0, recent.length - (this.options.maxFailures - 1))), now]);
-    while (this.failures.size > this.options.maxTracked) this.failures.delete(this.failures.keys().next().value as string);
   }
 
   /** Addresses currently remembered (tests, metrics). */

@@ -86,16 +86,18 @@ function idempotencyKey(req: IncomingMessage): string {
 
 /**
  * Authenticates the request; with a throttle (the TCP listener), an address over its failure
- * limit is refused before its key is looked at, and each 401 counts against the address.
+ * limit is refused before its key is looked at, each attempt counts against the address while
+ * it is being authenticated, and each 401 counts after.
  */
 async function principalOf(ctx: ResearchApiContext, req: IncomingMessage, throttle: AuthFailureThrottle | undefined): Promise<Principal> {
   if (throttle === undefined) return authenticate(ctx.keys, req.headers.authorization);
-  const address = req.socket.remoteAddress;
-  throttle.check(address);
+  const settle = throttle.begin(req.socket.remoteAddress);
   try {
-    return await authenticate(ctx.keys, req.headers.authorization);
+    const principal = await authenticate(ctx.keys, req.headers.authorization);
+    settle(false);
+    return principal;
   } catch (err) {
-    if (err instanceof FusionError && err.code === 'unauthorized') throttle.recordFailure(address);
+    settle(err instanceof FusionError && err.code === 'unauthorized');
     throw err;
   }
 }

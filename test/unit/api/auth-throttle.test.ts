@@ -41,11 +41,69 @@ describe('TCP failed-authentication throttle', () => {
     expect(refusal(() => t.check('192.0.2.1'))?.code).toBe('rate_limited');
   });
 
-  it('remembers a bounded number of addresses (the least recently failing forgotten first)', () => {
-    const t = new AuthFailureThrottle({ maxFailures: 1, windowMs: 60_000, maxTracked: 100 });
+  it('remembers a bounded number of addresses; a displaced one hands its failures to the newcomer, and the table frees as they age out', () => {
+    let now = 1_000_000;
+    const t = new AuthFailureThrottle({ maxFailures: 2, windowMs: 60_000, maxTracked: 100, now: () => now });
     for (let i = 0; i < 5_000; i++) t.recordFailure(`198.51.${Math.floor(i / 256)}.${i % 256}`);
     expect(t.tracked).toBe(100);
-    expect(refusal(() => t.check('198.51.0.0'))).toBeUndefined();
+    // Every remembered address is over the limit: one not remembered would carry such failures.
+    expect(refusal(() => t.check('198.51.0.0'))?.code).toBe('rate_limited');
     expect(refusal(() => t.check(`198.51.${Math.floor(4999 / 256)}.${4999 % 256}`))?.code).toBe('rate_limited');
+    now += 60_000;
+    expect(refusal(() => t.check('198.51.0.0'))).toBeUndefined();
+  });
+  // Attack: an attacker with more addresses than are remembered (127.x.y.z on loopback, the /64s
+  // of one IPv6 /48) sprays failures round-robin so each address is forgotten before it reaches
+  // the limit. Forgetting must not forget the failures: the total stays bounded.
+  it('spreading failures over more addresses than it remembers gains nothing: the total within a window stays bounded', () => {
+    const now = 1_000_000;
+    const t = new AuthFailureThrottle({ maxFailures: 3, windowMs: 60_000, maxTracked: 10, now: () => now });
+    let admitted = 0;
+    for (let i = 0; i < 5_000; i++) {
+      const address = `127.0.${Math.floor((i % 11) / 256)}.${(i % 11) + 1}`;
+      if (refusal(() => t.check(address)) !== undefined) continue;
+      admitted += 1;
+      t.recordFailure(address);
+    }
+    expect(t.tracked).toBeLessThanOrEqual(10);
+    // 10 remembered addresses × 3, plus at most one limit's worth carried by the newcomers.
+    expect(admitted).toBeLessThanOrEqual(10 * 3 + 3);
+  });
+
+  it('a legitimate address new to the listener is admitted while the remembered ones are below the limit', () => {
+    const t = new AuthFailureThrottle({ maxFailures: 3, windowMs: 60_000, maxTracked: 10 });
+    for (let i = 0; i < 10; i++) t.recordFailure(`198.51.100.${i}`);
+    expect(refusal(() => t.check('203.0.113.1'))).toBeUndefined();
+  });
+
+  // Attack: authentication awaits the database, so concurrent attempts from one address all
+  // passed check() before the first of them was recorded as failed: a burst of N connections
+  // got N guesses, not 20.
+  it('concurrent attempts count while they are being authenticated: a burst gets no more than the limit', () => {
+    const t = new AuthFailureThrottle({ maxFailures: 3, windowMs: 60_000 });
+    const settles: Array<(failed: boolean) => void> = [];
+    let refused = 0;
+    for (let i = 0; i < 50; i++) {
+      try {
+        settles.push(t.begin('192.0.2.9'));
+      } catch (err) {
+        expect((err as FusionError).code).toBe('rate_limited');
+        refused += 1;
+      }
+    }
+    expect(settles).toHaveLength(3);
+    expect(refused).toBe(47);
+    for (const settle of settles) settle(true);
+    expect(refusal(() => t.begin('192.0.2.9'))?.code).toBe('rate_limited');
+  });
+
+  it('a settled successful attempt leaves nothing behind (a valid key is never slowed by its own past)', () => {
+    const t = new AuthFailureThrottle({ maxFailures: 2, windowMs: 60_000 });
+    for (let i = 0; i < 100; i++) {
+      const settle = t.begin('192.0.2.10');
+      settle(false);
+      settle(false); // settling twice counts once
+    }
+    expect(t.tracked).toBe(0);
   });
 });
