@@ -2,6 +2,7 @@
  * The maintenance jobs themselves (scheduled by scheduler.ts). Each returns a summary that the
  * scheduler logs; none of them ever touches a task this daemon is running.
  */
+import { assertPrivateBackupDir } from './backup-dir.js';
 import {
   chmodSync, closeSync, constants, copyFileSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, rmSync, rmdirSync, statSync, readFileSync, renameSync, writeFileSync, type Stats,
 } from 'node:fs';
@@ -176,6 +177,7 @@ export async function runBackup(input: BackupInput): Promise<BackupSummary> {
   const target = join(input.dir, `${BACKUP_PREFIX}${stamp}`);
   const partial = `${target}${PARTIAL}`;
   mkdirSync(input.dir, { recursive: true, mode: 0o700 });
+  assertPrivateBackupDir(input.dir);
   // Leftovers of a backup that died half-way are never mistaken for a backup: remove them.
   for (const name of readdirSync(input.dir)) {
     if (name.startsWith(BACKUP_PREFIX) && name.endsWith(PARTIAL)) rmSync(join(input.dir, name), { recursive: true, force: true });

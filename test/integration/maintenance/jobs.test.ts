@@ -3,7 +3,7 @@
  * deletes a task whose run is in flight, the stale-task sweep fails only orphaned tasks, backups
  * rotate, and the reaper removes stale scratch and staging directories but not a live one.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { initSigningKey } from '../../../src/audit/signing.js';
 import { issueKey } from '../../../src/research/api-keys.js';
 import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
@@ -90,6 +90,30 @@ describe('backup', () => {
     } finally {
       await copy.close();
     }
+  });
+});
+
+describe('backup directory', () => {
+  // Attack: another uid who may write in the backup directory plants entries named like newer
+  // backups (each real backup was then pruned the moment it was written), or swaps names while
+  // root deletes and renames there. The daemon refuses such a directory, as it does a socket's.
+  it('refuses a backup directory others may write in (planted names never make it prune the real backup), or one another uid owns', async () => {
+    const dir = join(tmp.dir, 'backups-open');
+    mkdirSync(dir);
+    chmodSync(dir, 0o777);
+    for (const stamp of ['99991231T235959998Z', '99991231T235959999Z']) {
+      mkdirSync(join(dir, `fusion-${stamp}`));
+      chownSync(join(dir, `fusion-${stamp}`), 65534, 65534);
+    }
+    const err = await runBackup({ store, dir, keep: 2, log: silentLogger() }).then(() => undefined, (e: FusionError) => e);
+    expect({ code: err?.code, message: err?.message }).toMatchObject({ code: 'invalid_config', message: expect.stringContaining('chmod go-w') });
+    expect(readdirSync(dir).sort()).toEqual(['fusion-99991231T235959998Z', 'fusion-99991231T235959999Z']);
+    const theirs = join(tmp.dir, 'backups-theirs');
+    mkdirSync(theirs, { mode: 0o700 });
+    chownSync(theirs, 65534, 65534);
+    const owned = await runBackup({ store, dir: theirs, keep: 2, log: silentLogger() }).then(() => undefined, (e: FusionError) => e);
+    expect(owned?.code).toBe('invalid_config');
+    expect(readdirSync(theirs)).toEqual([]);
   });
 });
 
