@@ -18,6 +18,7 @@ export type LineItem =
   | { kind: 'oversized'; maxBytes: number };
 
 const NEWLINE = 0x0a;
+const CR = 0x0d;
 
 export async function* boundedLines(input: Readable, maxBytes: number = MCP_MAX_MESSAGE_BYTES): AsyncGenerator<LineItem> {
   let parts: Buffer[] = [];
@@ -40,7 +41,11 @@ export async function* boundedLines(input: Readable, maxBytes: number = MCP_MAX_
         if (nl !== -1) discarding = false;
         continue;
       }
-      if (held + piece.length > maxBytes) {
+      // One byte over the limit is held back for a CR (a CRLF client's message of exactly the
+      // limit); the line is measured without it when it ends.
+      const length = held + piece.length;
+      const lastByte = piece.length > 0 ? piece[piece.length - 1] : parts.at(-1)?.at(-1);
+      if (length > maxBytes + 1 || (length === maxBytes + 1 && lastByte !== CR)) {
         parts = [];
         held = 0;
         discarding = nl === -1;

@@ -70,6 +70,25 @@ function runLine(run: ResearchRunView): string {
 
 const TERMINAL_RUN: ReadonlySet<string> = new Set(RESEARCH_RUN_STATUSES.filter((s) => s !== 'queued' && s !== 'running'));
 
+/** Requests (with an id) handled at once per session; the next is read when one is answered. */
+export const MCP_MAX_CONCURRENT_REQUESTS = 64;
+
+/** Resolves once `output` has room again (or can take no more writes at all). */
+function outputDrained(output: Writable): Promise<void> {
+  if (!output.writableNeedDrain || output.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      output.off('drain', done);
+      output.off('close', done);
+      output.off('error', done);
+      resolve();
+    };
+    output.on('drain', done);
+    output.on('close', done);
+    output.on('error', done);
+  });
+}
+
 export async function serveMcp(options: McpServerOptions): Promise<void> {
   const { client, repo, output, web } = options;
   const send = (message: Record<string, unknown>): void => void output.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
@@ -214,8 +233,12 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     }
   };
 
-  const pending: Array<Promise<void>> = [];
+  // Requests being handled; a settled one leaves the set (a long session does not accumulate them).
+  const pending = new Set<Promise<void>>();
   for await (const item of boundedLines(options.input, options.maxMessageBytes ?? MCP_MAX_MESSAGE_BYTES)) {
+    // Backpressure: a client that does not read its replies is not read either (its requests
+    // wait in the pipe, not in this process).
+    await outputDrained(output);
     if (item.kind === 'oversized') {
       // The id is somewhere in the dropped bytes: the reply can only be addressed to null.
       send({ id: null, error: { code: -32600, message: `invalid request: message over the ${item.maxBytes}-byte limit; it was discarded up to its newline`, data: { maxBytes: item.maxBytes } } });
@@ -235,11 +258,15 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       continue;
     }
     // A handler must never reject: an unhandled rejection would end the whole session.
-    pending.push(
-      handle(req).catch(() => {
+    // At most MCP_MAX_CONCURRENT_REQUESTS requests are handled at once, so a burst of small ones
+    // cannot queue unbounded replies before the output fills; notifications (a cancel) never wait.
+    if (req.id !== undefined) while (pending.size >= MCP_MAX_CONCURRENT_REQUESTS) await Promise.race(pending);
+    const handled: Promise<void> = handle(req)
+      .catch(() => {
         if (req.id !== undefined) send({ id: req.id ?? null, error: { code: -32603, message: 'internal error' } });
-      }),
-    );
+      })
+      .finally(() => pending.delete(handled));
+    pending.add(handled);
   }
   await Promise.allSettled(pending);
   session.abort();

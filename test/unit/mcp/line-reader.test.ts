@@ -27,6 +27,15 @@ describe('bounded newline-delimited reader (MCP stdio)', () => {
     expect(await read([`${'x'.repeat(9)}\nnext\n`], 8)).toEqual([{ kind: 'oversized', maxBytes: 8 }, line('next')]);
   });
 
+  // Edge: a CRLF client's message of exactly the limit was refused (the CR was counted).
+  it('a CRLF line of exactly the limit passes (its CR belongs to the delimiter, in one chunk or split before the LF); one byte more does not', async () => {
+    expect(await read([`${'x'.repeat(8)}\r\n`], 8)).toEqual([line('x'.repeat(8))]);
+    expect(await read([`${'x'.repeat(8)}\r`, '\nnext\n'], 8)).toEqual([line('x'.repeat(8)), line('next')]);
+    expect(await read([`${'x'.repeat(9)}\r\nnext\n`], 8)).toEqual([{ kind: 'oversized', maxBytes: 8 }, line('next')]);
+    expect(await read([`${'x'.repeat(8)}y`, '\nnext\n'], 8)).toEqual([{ kind: 'oversized', maxBytes: 8 }, line('next')]);
+    expect(await read([`${'x'.repeat(8)}\r`], 8)).toEqual([line('x'.repeat(8))]);
+  });
+
   it('an endless line is reported as soon as it passes the limit, before any newline, and nothing of it is kept', async () => {
     const input = new PassThrough();
     const it = boundedLines(input, 1024)[Symbol.asyncIterator]();

@@ -41,3 +41,38 @@ describe('MCP server: malformed requests', () => {
     expect(out.find((m) => m.id === 2)?.result).toEqual({});
   });
 });
+
+// Attack: a client that writes requests and never reads the replies. The server used to keep
+// reading and queue every reply in memory (a few bytes asked, kilobytes queued, without end).
+describe('MCP server: a client that never reads its replies', () => {
+  it('stops reading requests while its replies are not being read, and answers every one once they are', async () => {
+    const input = new PassThrough();
+    const output = new PassThrough({ highWaterMark: 16 * 1024 });
+    const client = {
+      async *allEvents(opts: { signal: AbortSignal }) {
+        await new Promise<void>((resolve) => opts.signal.addEventListener('abort', () => resolve()));
+        yield* [];
+      },
+    } as unknown as FusionClient;
+    const web = { read: async () => ({}), crawl: async () => ({}), close: async () => undefined } as unknown as WebTools;
+    const served = serveMcp({ client, web, repo: '/nonexistent', version: '0', input, output });
+    const REQUESTS = 2_000;
+    for (let i = 0; i < REQUESTS; i++) input.write(`{"jsonrpc":"2.0","id":${i},"method":"tools/list"}\n`);
+    input.end();
+    await new Promise((r) => setTimeout(r, 300));
+    const queued = output.readableLength + output.writableLength;
+    expect(queued).toBeLessThan(1024 * 1024);
+    let replies = 0;
+    let buf = '';
+    output.on('data', (d: Buffer) => {
+      buf += d.toString('utf8');
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        replies += 1;
+        buf = buf.slice(nl + 1);
+      }
+    });
+    await served;
+    expect(replies).toBe(REQUESTS);
+  });
+});
