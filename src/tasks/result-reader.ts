@@ -97,9 +97,9 @@ export interface ResultReadOptions {
   /** Writes a local copy of an answer kept in the database (cluster mode, another host's file). */
   materialise?: AnswerMaterialiser;
   /**
-   * This daemon's answer file of a task. The row records the path at commit; a data directory
-   * restored under another path (docs/operations.md#restore) keeps the file here instead. Either
-   * copy must recompute to the committed digest, so the choice trusts nothing.
+   * This daemon's answer file of a task, read in preference to the path the row recorded at
+   * commit (they are the same unless the data directory was restored under another path,
+   * docs/operations.md#restore). Either copy must recompute to the committed digest.
    */
   answerFileHere?: (taskId: string) => string;
 }
@@ -158,8 +158,10 @@ async function verifiedAnswer(store: Store, task: TaskRecord, options: ResultRea
   // Verify before anyone reads a byte of it.
   if (sha256Hex(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
   // Cluster mode keeps the bytes in the row (any daemon serves them); otherwise the file is the copy.
+  // This daemon's own copy first: its data directory is its own (0700), while a recorded path
+  // from before a restore elsewhere may now be anyone's to write.
   const here = options.answerFileHere?.(task.id);
-  const answerPath = here !== undefined && here !== result.answerPath && !existsSync(result.answerPath) && existsSync(here) ? here : result.answerPath;
+  const answerPath = here !== undefined && existsSync(here) ? here : result.answerPath;
   const answer = result.answerData ?? readRegular(answerPath, 'answer file');
   const answerSha = sha256Hex(answer);
   if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {

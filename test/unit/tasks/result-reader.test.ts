@@ -90,7 +90,7 @@ describe('readAnswerBytes', () => {
 });
 
 describe('a data directory restored under another path', () => {
-  it('reads the answer from this daemon\'s task folder when the recorded path is gone, and still checks its digest', async () => {
+  it('reads the answer from this daemon\'s task folder first, the recorded path only without it, and always checks the digest', async () => {
     const { store, taskId } = await completed('The answer.\n');
     const task = (await store.getTask(taskId))!;
     const recorded = (await store.getResult(taskId))!.answerPath;
@@ -99,6 +99,9 @@ describe('a data directory restored under another path', () => {
     await expect(readBgResult(store, task)).rejects.toMatchObject({ code: 'artifact_error' });
     const result = await readBgResult(store, task, 'artifact', { answerFileHere: () => here });
     expect(result.answer).toMatchObject({ present: true, verified: true, path: here });
+    // This daemon's copy wins over whatever now lies at the recorded path (someone else's, after a restore elsewhere).
+    writeFileSync(recorded, 'The answer.\n');
+    expect((await readBgResult(store, task, 'artifact', { answerFileHere: () => here })).answer).toMatchObject({ path: here });
     writeFileSync(here, 'Another answer.\n');
     await expect(readBgResult(store, task, 'auto', { answerFileHere: () => here })).rejects.toMatchObject({ code: 'artifact_error' });
   });
