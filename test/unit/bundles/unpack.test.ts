@@ -140,6 +140,25 @@ describe('bundle cache', () => {
     expect((await packTree(t1, { exclude: [], maxBytes: 1024 * 1024 })).digest).toBe(packed.digest);
   });
 
+  it('a tree reaches its digest path only once its files are on disk (flushed before the rename: a power loss never leaves a torn tree there)', async () => {
+    const data = writeBundleTar([{ type: 'dir', path: 'd' }, { type: 'file', path: 'd/a', executable: false, data: Buffer.from('a') }]);
+    const digest = sha(data);
+    const dir = join(tmp('fusion-cache-'), 'bundles');
+    const flushed: Array<{ path: string; finalExists: boolean; file: string }> = [];
+    const cache = await createBundleCache({
+      dir, store: sourceOf(new Map([[digest, data]])), maxBytes: 1024 * 1024, log,
+      flush: async (path) => {
+        flushed.push({ path, finalExists: readdirSync(dir).includes(digest), file: readFileSync(join(path, 'd', 'a'), 'utf8') });
+      },
+    });
+    const tree = await cache.checkout(digest);
+    expect(flushed).toHaveLength(1);
+    expect(flushed[0]!.path.startsWith(join(dir, '.partial-'))).toBe(true);
+    expect(flushed[0]!.finalExists).toBe(false);
+    expect(flushed[0]!.file).toBe('a');
+    expect(readFileSync(join(tree, 'd', 'a'), 'utf8')).toBe('a');
+  });
+
   it('refuses bytes that changed since submission, a missing bundle and a hostile archive, leaving nothing', async () => {
     const good = writeBundleTar([{ type: 'file', path: 'a', executable: false, data: Buffer.from('a') }]);
     const digest = sha(good);
