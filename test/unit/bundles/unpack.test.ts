@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createBundleCache, type BundleSource } from '../../../src/bundles/bundle-cache.js';
 import { readBundleTar, writeBundleTar } from '../../../src/bundles/bundle-tar.js';
 import { packTree } from '../../../src/bundles/pack.js';
+import { resolvesInside } from '../../../src/bundles/symlink-paths.js';
 import { packRepo } from '../../../src/bundles/pack-as-caller.js';
 import { FusionError } from '../../../src/errors.js';
 import { createLogger } from '../../../src/log.js';
@@ -198,5 +199,29 @@ describe('bundle cache', () => {
     expect(err).toBeInstanceOf(FusionError);
     const tooBig = await packRepo({ repo, exclude: [], maxBytes: 1024, caller }).catch((e: unknown) => e as FusionError);
     expect((tooBig as FusionError).details).toMatchObject({ field: 'repo', reason: 'repo_too_large' });
+  });
+});
+
+describe('symlink resolution is bounded work', () => {
+  // Each link of a hostile tree may cost the daemon's main thread (it reads every bundle at
+  // submission and at checkout): 40 hops of a 50-component target are ~2000 steps, ~60 s of
+  // blocking for a 256 MiB archive of such links. A link needing more steps than any source tree
+  // does counts as leaving the tree.
+  const loop = `${'q/'.repeat(16)}${'../'.repeat(15)}..`;
+
+  it('a link whose resolution takes more than the step budget is refused, a plain chain is not', () => {
+    expect(resolvesInside(() => undefined, 'x', 'a/b/../c')).toBe(true);
+    const tree = new Map<string, { type: 'symlink'; target: string }>([['a', { type: 'symlink', target: loop }]]);
+    const lookup = (p: string) => tree.get(p);
+    expect(resolvesInside(lookup, 'l', 'a')).toBe(true);
+    expect(resolvesInside(lookup, 'l', `${'a/'.repeat(39)}a`)).toBe(false);
+    // A chain of ten links, each one hop: well within the budget.
+    const chain = new Map<string, { type: 'symlink'; target: string }>();
+    for (let i = 0; i < 10; i++) chain.set(`c${i}`, { type: 'symlink', target: i === 9 ? 'src/file' : `c${i + 1}` });
+    expect(resolvesInside((p) => chain.get(p), 'l', 'c0')).toBe(true);
+    expect(() => readBundleTar(writeBundleTar([
+      { type: 'symlink', path: 'a', target: loop },
+      { type: 'symlink', path: 'l', target: `${'a/'.repeat(39)}a` },
+    ]), LIMITS)).toThrow(/leaves the repository/u);
   });
 });
