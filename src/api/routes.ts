@@ -35,7 +35,7 @@ import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { noSuchTask } from '../tasks/task-service.js';
 import { isPrivileged, maySeeTask, uidLabel, type CallerIdentity } from '../tasks/caller.js';
 import { socketCaller } from './socket-server.js';
-import { readAnswerBytes, readBgResult, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
+import { readAnswerBytes, readBgResult, type ResultReadOptions, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { ownedEventsFilter } from './owned-events.js';
@@ -203,11 +203,11 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       allow('GET');
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, ctx.resultSeal, ctx.attemptCheck, (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer)));
+      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, resultReadOptions(ctx)));
     }
     case 'answer': {
       allow('GET');
-      const { answer, sha256 } = await readAnswerBytes(ctx.tasks.store, await visible(id), ctx.resultSeal, ctx.attemptCheck);
+      const { answer, sha256 } = await readAnswerBytes(ctx.tasks.store, await visible(id), resultReadOptions(ctx));
       res.writeHead(200, { 'content-type': 'text/markdown; charset=utf-8', 'content-length': answer.length, 'x-fusion-answer-sha256': sha256, 'cache-control': 'no-store' });
       res.end(answer);
       return;
@@ -231,6 +231,16 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
     default:
       throw new FusionError('not_found', `no route ${url.pathname}`);
   }
+}
+
+/** The daemon's checks and this host's paths for reading a result. */
+function resultReadOptions(ctx: ApiContext): ResultReadOptions {
+  return {
+    ...(ctx.resultSeal ? { sealCheck: ctx.resultSeal } : {}),
+    ...(ctx.attemptCheck ? { attemptCheck: ctx.attemptCheck } : {}),
+    materialise: (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer),
+    answerFileHere: (taskId) => ctx.tasks.answerFileHere(taskId),
+  };
 }
 
 async function terminalNotification(ctx: ApiContext, id: string): Promise<TaskEvent | undefined> {

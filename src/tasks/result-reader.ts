@@ -5,7 +5,7 @@
  * digests stored at commit, and every attempt named in the metadata is in the sealed task
  * tarball with its recorded digest (before sealing: its attempt .tar on disk has it). Usage is attached on the first successful retrieval only.
  */
-import { readFileSync, lstatSync } from 'node:fs';
+import { existsSync, readFileSync, lstatSync } from 'node:fs';
 import { FusionError } from '../errors.js';
 import { INLINE_LIMIT_BYTES } from '../contracts/constants.js';
 import type { DeliveryMode } from '../contracts/api.js';
@@ -88,10 +88,24 @@ function sameFileHere(path: string, answer: Buffer): boolean {
   }
 }
 
-export async function readBgResult(
-  store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck,
-  materialise?: AnswerMaterialiser,
-): Promise<BgResult> {
+/** What the daemon adds to a result read: its checks, and where this host keeps a task's files. */
+export interface ResultReadOptions {
+  /** With a signing key: the signed task tarball check. */
+  sealCheck?: ResultSealCheck;
+  /** The check of a result's attempts against the sealed task tarball. */
+  attemptCheck?: AttemptRecordCheck;
+  /** Writes a local copy of an answer kept in the database (cluster mode, another host's file). */
+  materialise?: AnswerMaterialiser;
+  /**
+   * This daemon's answer file of a task. The row records the path at commit; a data directory
+   * restored under another path (docs/operations.md#restore) keeps the file here instead. Either
+   * copy must recompute to the committed digest, so the choice trusts nothing.
+   */
+  answerFileHere?: (taskId: string) => string;
+}
+
+export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', options: ResultReadOptions = {}): Promise<BgResult> {
+  const { sealCheck, materialise } = options;
   const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
   if (!isTerminal(task.state)) {
     return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
@@ -100,7 +114,7 @@ export async function readBgResult(
     const usage = await firstUsage(store, task);
     return { ...base, delivery: 'none', answer: { present: false, reason: 'run_did_not_commit' }, error: task.error, ...(usage === undefined ? {} : { usage }) };
   }
-  const { result, answer, answerSha, metadata } = await verifiedAnswer(store, task, sealCheck, attemptCheck);
+  const { result, answer, answerSha, metadata, answerPath } = await verifiedAnswer(store, task, options);
 
   const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
   const fits = answer.length <= INLINE_LIMIT_BYTES;
@@ -118,7 +132,7 @@ export async function readBgResult(
     delivery: inline ? 'inline' : 'artifact',
     answer: inline
       ? { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, text: answer.toString('utf8') }
-      : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: artifactPath(result.answerPath, task.id, answer, result.answerData !== undefined, materialise) },
+      : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: artifactPath(answerPath, task.id, answer, result.answerData !== undefined, materialise) },
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
     ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
     ...(sealCheck === undefined ? {} : { signed: true }),
@@ -131,17 +145,22 @@ interface VerifiedAnswer {
   answer: Buffer;
   answerSha: string;
   metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown };
+  /** The answer file read: the committed path, or this daemon's copy after a restore elsewhere. */
+  answerPath: string;
 }
 
 /** A completed task's answer bytes, after every check bg_result makes (throws artifact_error). */
-async function verifiedAnswer(store: Store, task: TaskRecord, sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck): Promise<VerifiedAnswer> {
+async function verifiedAnswer(store: Store, task: TaskRecord, options: ResultReadOptions): Promise<VerifiedAnswer> {
+  const { sealCheck, attemptCheck } = options;
   const result = await store.getResult(task.id);
   if (!result) throw invalid('the task is completed but no result row exists');
 
   // Verify before anyone reads a byte of it.
   if (sha256Hex(result.metadata) !== result.metadataSha256) throw invalid('metadata digest mismatch');
   // Cluster mode keeps the bytes in the row (any daemon serves them); otherwise the file is the copy.
-  const answer = result.answerData ?? readRegular(result.answerPath, 'answer file');
+  const here = options.answerFileHere?.(task.id);
+  const answerPath = here !== undefined && here !== result.answerPath && !existsSync(result.answerPath) && existsSync(here) ? here : result.answerPath;
+  const answer = result.answerData ?? readRegular(answerPath, 'answer file');
   const answerSha = sha256Hex(answer);
   if (answer.length !== result.answerBytes || answerSha !== result.answerSha256) {
     throw invalid('answer digest mismatch', { expected: result.answerSha256, observed: answerSha });
@@ -156,7 +175,7 @@ async function verifiedAnswer(store: Store, task: TaskRecord, sealCheck?: Result
   }
   if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
 
-  return { result, answer, answerSha, metadata };
+  return { result, answer, answerSha, metadata, answerPath };
 }
 
 /**
@@ -164,14 +183,14 @@ async function verifiedAnswer(store: Store, task: TaskRecord, sealCheck?: Result
  * cannot open an artifact's path (a socket-group member: the file is in the daemon's 0700 data
  * directory; another host's copy in cluster mode), docs/behaviour.md#f3.
  */
-export async function readAnswerBytes(store: Store, task: TaskRecord, sealCheck?: ResultSealCheck, attemptCheck?: AttemptRecordCheck): Promise<{ answer: Buffer; sha256: string }> {
+export async function readAnswerBytes(store: Store, task: TaskRecord, options: ResultReadOptions = {}): Promise<{ answer: Buffer; sha256: string }> {
   if (!isTerminal(task.state)) {
     throw new FusionError('task_not_terminal', `task ${task.id} is still running (${task.state}); wait for it first`, { details: { taskId: task.id, state: task.state } });
   }
   if (task.state !== 'completed') {
     throw new FusionError('not_found', `task ${task.id} ended ${task.state} and committed no answer`, { details: { taskId: task.id, state: task.state } });
   }
-  const { answer, answerSha } = await verifiedAnswer(store, task, sealCheck, attemptCheck);
+  const { answer, answerSha } = await verifiedAnswer(store, task, options);
   return { answer, sha256: answerSha };
 }
 

@@ -534,6 +534,11 @@ export class TaskService {
     return paths.answerFile;
   }
 
+  /** Where this daemon keeps a task's answer file (its data directory may have been restored elsewhere). */
+  answerFileHere(taskId: string): string {
+    return taskPaths(this.deps.tasksDir, taskId).answerFile;
+  }
+
   /** Ids of the tasks this daemon is running now (their runs have not settled). */
   runningTaskIds(): Set<string> {
     return new Set(this.controllers.keys());

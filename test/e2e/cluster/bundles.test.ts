@@ -8,42 +8,27 @@
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
 import { openPgStore } from '../../../src/store/pg-store.js';
 import { createLogger } from '../../../src/log.js';
 import { readMembers } from '../../../src/audit/tar-members.js';
-import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
-import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
 import { REFILL_ARGS, copyFixtureRepo, describeWithBwrap } from '../workflow/helpers.js';
-import { spawnClusterDaemon } from './helpers.js';
+import { spawnClusterDaemon, useClusterEngines } from './helpers.js';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-let pgServer: PostgresServer | undefined;
-let redis: RedisProc | undefined;
-const ready = postgresAvailable() && redisAvailable();
-
-beforeAll(async () => {
-  if (!ready) return;
-  pgServer = await startPostgres();
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  await redis?.stop();
-  await pgServer?.stop();
-});
+const engines = useClusterEngines();
+const { cleanups } = engines;
 
 describeWithBwrap('cluster: repository bundles', () => {
   it('a task runs on another daemon over its bundle after the repository is gone; a changed bundle is refused and nothing runs', async () => {
-    if (!ready) return;
-    const databaseUrl = await pgServer!.createDatabase();
+    if (!engines.ready) return;
+    const databaseUrl = await engines.pg().createDatabase();
     const good = copyFixtureRepo();
     const changed = copyFixtureRepo();
     writeFileSync(join(changed.repo, 'NOTES.md'), 'another tree, another digest\n');
     cleanups.push(() => rmSync(good.root, { recursive: true, force: true }), () => rmSync(changed.root, { recursive: true, force: true }));
 
-    const a = await spawnClusterDaemon('a', databaseUrl, redis!.url, 0, cleanups, { FUSION_E2E_HOLD_BUNDLES: '1' });
+    const a = await spawnClusterDaemon('a', databaseUrl, engines.redisUrl(), 0, cleanups, { FUSION_E2E_HOLD_BUNDLES: '1' });
     const viaA = new FusionClient(a.socket);
     const submit = async (repo: string): Promise<string> => ((await viaA.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo })) as { taskId: string }).taskId;
     const okId = await submit(good.repo);
@@ -68,7 +53,7 @@ describeWithBwrap('cluster: repository bundles', () => {
 
       a.proc.kill('SIGKILL');
       await a.exited;
-      const b = await spawnClusterDaemon('b', databaseUrl, redis!.url, 0, cleanups);
+      const b = await spawnClusterDaemon('b', databaseUrl, engines.redisUrl(), 0, cleanups);
       const viaB = new FusionClient(b.socket);
 
       const waitTerminal = async (id: string): Promise<{ state: string; error: { code: string } | null }> => {

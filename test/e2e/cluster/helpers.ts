@@ -4,10 +4,46 @@
  * line, its stdout lines, and a cleanup that stops it and removes its home and run root.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, freshRunRoot } from '../workflow/helpers.js';
+import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
+import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
+
+/** The throwaway PostgreSQL and Redis of one cluster test file, and what to clean up after it. */
+export interface ClusterEngines {
+  /** False only outside CI when a server is missing (said loudly); under CI=true a missing one throws. */
+  ready: boolean;
+  cleanups: Array<() => Promise<void> | void>;
+  pg(): PostgresServer;
+  redisUrl(): string;
+}
+
+/** Registers the file's beforeAll/afterAll: servers up first; cleanups (newest first), then the servers, last. */
+export function useClusterEngines(): ClusterEngines {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  let pgServer: PostgresServer | undefined;
+  let redis: RedisProc | undefined;
+  const ready = postgresAvailable() && redisAvailable();
+  beforeAll(async () => {
+    if (!ready) return;
+    pgServer = await startPostgres();
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+    await redis?.stop();
+    await pgServer?.stop();
+  });
+  return {
+    ready,
+    cleanups,
+    pg: () => pgServer ?? (() => { throw new Error('PostgreSQL is not started'); })(),
+    redisUrl: () => redis?.url ?? (() => { throw new Error('Redis is not started'); })(),
+  };
+}
 
 export interface ClusterDaemon {
   proc: ChildProcess;

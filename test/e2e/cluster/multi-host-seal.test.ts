@@ -8,33 +8,18 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
 import { runCli } from '../../../src/cli/main.js';
 import { openPgStore, type PgStore } from '../../../src/store/pg-store.js';
 import { createLogger } from '../../../src/log.js';
 import { readMembers } from '../../../src/audit/tar-members.js';
 import { attemptArchiveKey } from '../../../src/audit/attempt-archive.js';
-import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
-import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
 import { REFILL_ARGS, copyFixtureRepo, describeWithBwrap, waitFor } from '../workflow/helpers.js';
-import { spawnClusterDaemon } from './helpers.js';
+import { spawnClusterDaemon, useClusterEngines } from './helpers.js';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-let pgServer: PostgresServer | undefined;
-let redis: RedisProc | undefined;
-const ready = postgresAvailable() && redisAvailable();
-
-beforeAll(async () => {
-  if (!ready) return;
-  pgServer = await startPostgres();
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  await redis?.stop();
-  await pgServer?.stop();
-});
+const engines = useClusterEngines();
+const { cleanups } = engines;
 
 async function cli(argv: string[], env: Record<string, string>): Promise<{ code: number; out: string; err: string }> {
   const io = { out: '', err: '', stdout: (t: string) => void (io.out += t), stderr: (t: string) => void (io.err += t), readStdin: () => '' };
@@ -44,8 +29,8 @@ async function cli(argv: string[], env: Record<string, string>): Promise<{ code:
 
 describeWithBwrap('cluster: a task resumed on another daemon is sealed with every attempt', () => {
   it('B seals A\'s committed attempts from the database; export/verify read PostgreSQL', async () => {
-    if (!ready) return;
-    const databaseUrl = await pgServer!.createDatabase();
+    if (!engines.ready) return;
+    const databaseUrl = await engines.pg().createDatabase();
     const fixture = copyFixtureRepo();
     cleanups.push(() => rmSync(fixture.root, { recursive: true, force: true }));
     const scratch = mkdtempSync(join(tmpdir(), 'fusion-cluster-seal-'));
@@ -54,7 +39,7 @@ describeWithBwrap('cluster: a task resumed on another daemon is sealed with ever
     cleanups.push(() => store.close());
 
     // A alone first, so it takes the job; its first candidate sleeps until A is killed.
-    const a = await spawnClusterDaemon('a', databaseUrl, redis!.url, 120_000, cleanups);
+    const a = await spawnClusterDaemon('a', databaseUrl, engines.redisUrl(), 120_000, cleanups);
     const receipt = (await new FusionClient(a.socket).call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture.repo })) as { taskId: string };
     const id = receipt.taskId;
     // The other two candidates commit (each with its archive) while the first one sleeps.
@@ -66,7 +51,7 @@ describeWithBwrap('cluster: a task resumed on another daemon is sealed with ever
     a.proc.kill('SIGKILL');
     await a.exited;
 
-    const b = await spawnClusterDaemon('b', databaseUrl, redis!.url, 0, cleanups);
+    const b = await spawnClusterDaemon('b', databaseUrl, engines.redisUrl(), 0, cleanups);
     const viaB = new FusionClient(b.socket);
     const waited = (await viaB.call('GET', `/v1/tasks/${id}/wait?timeoutMs=120000`)) as { task: { state: string } };
     expect(waited.task.state).toBe('completed');

@@ -6,41 +6,26 @@
  * Real bwrap sandboxes, builtin engine (test/fixtures/e2e/cluster-daemon.mjs).
  */
 import { rmSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
 import { openPgStore } from '../../../src/store/pg-store.js';
 import { createLogger } from '../../../src/log.js';
-import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
-import { redisAvailable, startRedis, type RedisProc } from '../../integration/research/helpers.js';
 import { REFILL_ARGS, copyFixtureRepo, describeWithBwrap, ourSandboxProcesses, waitFor } from '../workflow/helpers.js';
-import { spawnClusterDaemon } from './helpers.js';
+import { spawnClusterDaemon, useClusterEngines } from './helpers.js';
 
 const TASKS = 12;
-const cleanups: Array<() => Promise<void> | void> = [];
-let pgServer: PostgresServer | undefined;
-let redis: RedisProc | undefined;
-const ready = postgresAvailable() && redisAvailable();
-
-beforeAll(async () => {
-  if (!ready) return;
-  pgServer = await startPostgres();
-  redis = await startRedis();
-});
-afterAll(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  await redis?.stop();
-  await pgServer?.stop();
-});
+const engines = useClusterEngines();
+const { cleanups } = engines;
 
 describeWithBwrap('cluster: two daemons, one SIGKILLed mid-run', () => {
   it(`${TASKS} tasks submitted to the daemon that dies all end terminal once, served by the survivor`, async () => {
-    if (!ready) return;
-    const databaseUrl = await pgServer!.createDatabase();
+    if (!engines.ready) return;
+    const databaseUrl = await engines.pg().createDatabase();
     const fixture = copyFixtureRepo();
     cleanups.push(() => rmSync(fixture.root, { recursive: true, force: true }));
     // A's first candidate of each task sleeps 4 s: A is surely mid-run when it is killed.
-    const a = await spawnClusterDaemon('a', databaseUrl, redis!.url, 4000, cleanups);
-    const b = await spawnClusterDaemon('b', databaseUrl, redis!.url, 0, cleanups);
+    const a = await spawnClusterDaemon('a', databaseUrl, engines.redisUrl(), 4000, cleanups);
+    const b = await spawnClusterDaemon('b', databaseUrl, engines.redisUrl(), 0, cleanups);
     const viaA = new FusionClient(a.socket);
     const ids: string[] = [];
     for (let i = 0; i < TASKS; i++) {

@@ -2,7 +2,7 @@
  * A backup someone can restore from (docs/operations.md#restore): a signed task completes, the
  * backup job runs through the admin route, the daemon stops, the backup is restored into a new
  * data directory by the documented steps, a daemon starts on it, and `fusion audit verify` of
- * the old task passes against the restored key (and so does bg_result, restored to the path).
+ * the old task passes against the restored key; bg_result delivers it verified, restored elsewhere or to the path.
  */
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -65,18 +65,22 @@ describe('backup → restore → verify', () => {
     await stopDaemon(d);
     d = undefined;
 
-    // A new data directory, somewhere else: the database and the key are enough for the audit.
+    // The old disk is gone; a new data directory, somewhere else: the database and the key are
+    // enough for the audit, and bg_result reads the answer from the restored task folder (the
+    // row's recorded path is gone; the copy here must recompute to the committed digest).
+    rmSync(home, { recursive: true, force: true });
     const restored = join(scratch, 'restored');
     restore(dir, restored);
     d = await startStubDaemon(restored, 20);
     const again = await cli(['audit', 'verify', receipt.taskId, '--data', restored]);
     expect(again.code, again.out + again.err).toBe(0);
     expect(again.out).toContain(`signed by sha256:${key.publicKeySha256} (pinned)`);
+    const elsewhere = await d.client.result(receipt.taskId, { delivery: 'artifact' });
+    expect(elsewhere).toMatchObject({ signed: true, answer: { present: true, verified: true, path: join(restored, 'tasks', receipt.taskId, 'result', 'answer.md') } });
     await stopDaemon(d);
     d = undefined;
 
-    // Restored to the same path (the old disk is gone): bg_result delivers the answer, signed and verified.
-    rmSync(home, { recursive: true, force: true });
+    // Restored to the same path: bg_result delivers the answer, signed and verified.
     restore(dir, home);
     d = await startStubDaemon(home, 20);
     const result = await d.client.result(receipt.taskId);

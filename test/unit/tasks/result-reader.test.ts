@@ -3,7 +3,8 @@
  * delivering, never truncates, usage on the first retrieval only.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { INLINE_LIMIT_BYTES } from '../../../src/contracts/constants.js';
 import { readAnswerBytes, readBgResult } from '../../../src/tasks/result-reader.js';
 import { completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs, type Harness } from '../fakes/task-fixtures.js';
@@ -59,8 +60,8 @@ describe('readBgResult', () => {
     const seal = async (): Promise<void> => {
       sealed++;
     };
-    const first = await readBgResult(store, (await store.getTask(taskId))!, 'auto', seal);
-    const second = await readBgResult(store, (await store.getTask(taskId))!, 'auto', seal);
+    const first = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: seal });
+    const second = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: seal });
     expect(first.usage).toEqual({ total: 3 });
     expect(second.usage).toBeUndefined();
     expect(first.signed).toBe(true);
@@ -85,5 +86,20 @@ describe('readAnswerBytes', () => {
     await expect(readAnswerBytes(store, { ...task, state: 'failed' })).rejects.toMatchObject({ code: 'not_found', message: `task ${taskId} ended failed and committed no answer` });
     writeFileSync((await store.getResult(taskId))!.answerPath, 'changed');
     await expect(readAnswerBytes(store, task)).rejects.toMatchObject({ code: 'artifact_error' });
+  });
+});
+
+describe('a data directory restored under another path', () => {
+  it('reads the answer from this daemon\'s task folder when the recorded path is gone, and still checks its digest', async () => {
+    const { store, taskId } = await completed('The answer.\n');
+    const task = (await store.getTask(taskId))!;
+    const recorded = (await store.getResult(taskId))!.answerPath;
+    const here = join(dirs.base, 'restored-answer.md');
+    renameSync(recorded, here);
+    await expect(readBgResult(store, task)).rejects.toMatchObject({ code: 'artifact_error' });
+    const result = await readBgResult(store, task, 'artifact', { answerFileHere: () => here });
+    expect(result.answer).toMatchObject({ present: true, verified: true, path: here });
+    writeFileSync(here, 'Another answer.\n');
+    await expect(readBgResult(store, task, 'auto', { answerFileHere: () => here })).rejects.toMatchObject({ code: 'artifact_error' });
   });
 });
