@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { z } from 'zod';
 import { sha256Hex } from '../contracts/canonical.js';
+import { FusionError } from '../errors.js';
 import type { Store } from '../store/port.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { REPLAY_DIR, REPLAY_RECORD_SUFFIX } from './replay.js';
@@ -31,6 +32,12 @@ const ArchiveSchema = z.object({
   /** The candidate's replay record (JSON text as written), null when none was written. */
   replay: z.string().nullable(),
 }).strict();
+
+/**
+ * The most an archived attempt tarball may inflate to (a child's stdout and stderr are capped
+ * at 48 MiB together, its answer and /out far below this).
+ */
+export const MAX_ATTEMPT_ARCHIVE_BYTES = 1024 * 1024 * 1024;
 
 /** The checkpoint key of one attempt's archive. */
 export function attemptArchiveKey(stage: string, attempt: number): string {
@@ -67,12 +74,24 @@ export async function archiveAttempt(
  * (`attempts/<name>.replay.json`); null when the database holds no archive of it. The members
  * are whatever was archived: `fusion audit verify` re-packs them against the recorded digest.
  */
-export async function archivedAttemptMembers(store: Store, taskId: string, stage: string, attempt: number): Promise<TarMember[] | null> {
+export async function archivedAttemptMembers(
+  store: Store, taskId: string, stage: string, attempt: number, limits: { maxBytes: number } = { maxBytes: MAX_ATTEMPT_ARCHIVE_BYTES },
+): Promise<TarMember[] | null> {
   const text = await store.getCheckpoint(taskId, attemptArchiveKey(stage, attempt));
   if (text === null) return null;
   const archive = ArchiveSchema.parse(JSON.parse(text));
   const name = attemptDirName(stage, attempt);
-  const tar = gunzipSync(Buffer.from(archive.tar_gzip_base64, 'base64'));
+  // Whoever can write the database writes these bytes: inflating is bounded (a gzip bomb stops
+  // at the bound), and the tar must be the one whose digest the archive records.
+  let tar: Buffer;
+  try {
+    tar = gunzipSync(Buffer.from(archive.tar_gzip_base64, 'base64'), { maxOutputLength: limits.maxBytes });
+  } catch (err) {
+    throw new FusionError('store_error', `the stored archive of ${name} of task ${taskId} is unreadable or inflates to more than ${limits.maxBytes} bytes; not sealed`, { retryable: false, cause: err });
+  }
+  if (sha256Hex(tar) !== archive.tar_sha256) {
+    throw new FusionError('store_error', `the stored archive of ${name} of task ${taskId} does not match its recorded sha256; not sealed`, { retryable: false });
+  }
   const members: TarMember[] = readMembers(tar).map((m) => ({ name: `attempts/${name}/${m.name}`, data: m.data }));
   if (archive.replay !== null) members.push({ name: `attempts/${name}${REPLAY_RECORD_SUFFIX}`, data: Buffer.from(archive.replay, 'utf8') });
   return members;

@@ -6,14 +6,17 @@
  * digest the task recorded at submission, read strictly (bundle-tar.ts: no `..`, no absolute
  * path, no hard link or device, no symlink leaving the tree, nothing written through a symlink,
  * bounded size and entry count), and only then unpacked: into a fresh `.partial-*` directory,
- * renamed into place when complete, so a tree at its digest's path is always whole. Root-owned,
+ * flushed to disk and renamed into place when complete, so a tree at its digest's path is
+ * always whole, after a crash or a power loss too. Root-owned,
  * directories 0755 and files 0644 (0755 when executable), so any sandbox uid can read it and none
  * can change it; the sandbox mounts it read-only as the repository. A second task with the same
  * digest reuses the tree. Anything that does not verify is `bundle_changed`, and nothing runs.
  */
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmod, lstat, mkdir, mkdtemp, readdir, realpath, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { readBundleTar } from './bundle-tar.js';
@@ -29,10 +32,25 @@ export interface BundleCache {
   checkout(digest: string): Promise<string>;
 }
 
+const execFileAsync = promisify(execFile);
 const DIGEST = /^[0-9a-f]{64}$/u;
 const PARTIAL_PREFIX = '.partial-';
 
-export async function createBundleCache(options: { dir: string; store: BundleSource; maxBytes: number; log: Logger }): Promise<BundleCache> {
+/**
+ * Writes everything under `path` to disk: syncfs(2) of its filesystem through coreutils'
+ * `sync -f` (one call however many files, where an fsync per file would cost a journal commit
+ * each).
+ */
+async function syncFilesystem(path: string): Promise<void> {
+  await execFileAsync('sync', ['-f', path], { timeout: 600_000 });
+}
+
+export async function createBundleCache(options: {
+  dir: string; store: BundleSource; maxBytes: number; log: Logger;
+  /** Makes the unpacked tree durable before it is renamed into place (default: syncfs). */
+  flush?: (path: string) => Promise<void>;
+}): Promise<BundleCache> {
+  const flush = options.flush ?? syncFilesystem;
   const { dir, store, log } = options;
   await mkdir(dir, { recursive: true, mode: 0o755 });
   await chmod(dir, 0o755);
@@ -71,6 +89,9 @@ export async function createBundleCache(options: { dir: string; store: BundleSou
           await symlink(e.target, path);
         }
       }
+      // Durable before visible: a rename that outlives a power loss whose file data did not
+      // would leave a torn tree at the digest's path, reused by every later task.
+      await flush(tmp);
       try {
         await rename(tmp, final);
       } catch (err) {

@@ -8,9 +8,12 @@
  *
  * The child runs as the caller, so the caller can tamper with what it sends: its output is
  * untrusted. The daemon bounds it by the cap, reads it back with the strict reader (a hostile
- * archive is never stored) and computes the digest itself.
+ * archive is never stored) and computes the digest itself. The caller can also stop the child or
+ * hold its stdout open: a pack has a deadline (SIGKILL, then the submit is refused), and packs
+ * go through a gate (pack-gate.ts: two at once, one per caller) so a burst of submits cannot
+ * pile archives into the daemon's memory.
  */
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +21,7 @@ import { FusionError } from '../errors.js';
 import { setprivArgs, type RunAs } from '../common/setpriv-args.js';
 import { readBundleTar } from './bundle-tar.js';
 import { bundleTooLarge, packTree, type PackedBundle } from './pack.js';
+import { createPackGate } from './pack-gate.js';
 
 export interface PackRequest {
   repo: string;
@@ -25,6 +29,8 @@ export interface PackRequest {
   maxBytes: number;
   /** The socket caller to read as; undefined → in-process (root, the daemon's uid, in-process callers). */
   caller?: RunAs;
+  /** How long the packing child may take (default PACK_TIMEOUT_MS). */
+  timeoutMs?: number;
 }
 
 /** Entries allowed in a bundle (the reader's bound; far above any source tree under the cap). */
@@ -40,13 +46,31 @@ function childScript(): string {
   return fileURLToPath(new URL('./pack-child.js', import.meta.url));
 }
 
+/** Packs running at once, daemon-wide (pack-gate.ts); one per caller. */
+export const MAX_CONCURRENT_PACKS = 2;
+/** How long a pack may take before its child is killed and the submit refused. */
+export const PACK_TIMEOUT_MS = 300_000;
+/** Of the child's stderr only the last line (its summary) is read: the tail kept. */
+const STDERR_TAIL_BYTES = 64 * 1024;
+
+const gate = createPackGate(MAX_CONCURRENT_PACKS);
+
 export async function packRepo(req: PackRequest): Promise<PackedBundle> {
-  if (req.caller === undefined) return packTree(req.repo, { exclude: req.exclude, maxBytes: req.maxBytes });
-  const { data, summary } = await runChild(req, req.caller);
-  // Untrusted bytes: bounded, strictly re-read, digested here.
-  if (data.length > req.maxBytes) throw bundleTooLarge(req.maxBytes, req.repo);
-  readBundleTar(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
-  return { digest: createHash('sha256').update(data).digest('hex'), data, entries: summary.entries ?? 0, skipped: summary.skipped ?? { escapingLinks: 0, special: 0, unreadable: 0 } };
+  const caller = req.caller;
+  return gate.run(caller === undefined ? 'in-process' : `uid:${caller.uid}`, async () => {
+    if (caller === undefined) return packTree(req.repo, { exclude: req.exclude, maxBytes: req.maxBytes });
+    const { data, summary } = await runChild(req, caller, req.timeoutMs ?? PACK_TIMEOUT_MS);
+    // Untrusted bytes: bounded, strictly re-read, digested here.
+    if (data.length > req.maxBytes) throw bundleTooLarge(req.maxBytes, req.repo);
+    const entries = readBundleTar(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
+    // The summary is the caller's word too: only its three counts are kept (for the log).
+    const count = (n: unknown): number => (Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : 0);
+    const s = summary.skipped;
+    return {
+      digest: createHash('sha256').update(data).digest('hex'), data, entries: entries.length,
+      skipped: { escapingLinks: count(s?.escapingLinks), special: count(s?.special), unreadable: count(s?.unreadable) },
+    };
+  });
 }
 
 interface ChildSummary {
@@ -56,25 +80,59 @@ interface ChildSummary {
   error?: { code: string; message: string; details: Record<string, unknown> };
 }
 
-function runChild(req: PackRequest, caller: RunAs): Promise<{ data: Buffer; summary: ChildSummary }> {
+/**
+ * The child is the caller's own process: it may be stopped (SIGTERM never ends a stopped
+ * process, SIGKILL does) and its stdout may be held open by another of the caller's processes
+ * (pidfd_getfd), so its end is never awaited past the deadline: at the deadline it is
+ * SIGKILLed, its streams are dropped and the submit is refused, whether or not they ever close.
+ */
+function runChild(req: PackRequest, caller: RunAs, timeoutMs: number): Promise<{ data: Buffer; summary: ChildSummary }> {
   const args = [...setprivArgs(caller), '--', process.execPath, childScript(), req.repo, String(req.maxBytes), JSON.stringify(req.exclude)];
   return new Promise((resolve, reject) => {
-    execFile('setpriv', args, { encoding: 'buffer', maxBuffer: req.maxBytes + 1, timeout: 300_000, cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err, stdout, stderr) => {
-      const lastLine = stderr.toString('utf8').trim().split('\n').at(-1) ?? '';
+    const child = spawn('setpriv', args, { cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    let outBytes = 0;
+    let errTail = Buffer.alloc(0);
+    let done = false;
+    const finish = (outcome: { error: FusionError } | { data: Buffer; summary: ChildSummary }): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      child.stdout.destroy();
+      child.stderr.destroy();
+      if ('error' in outcome) reject(outcome.error);
+      else resolve(outcome);
+    };
+    const timer = setTimeout(() => finish({
+      error: new FusionError('invalid_input', `repo ${req.repo} was not packed within ${Math.round(timeoutMs / 1000)} s (packing as uid ${caller.uid}); the packer was killed and nothing was created`, {
+        details: { field: 'repo', reason: 'pack_timeout', timeoutMs },
+      }),
+    }), timeoutMs);
+    child.stdout.on('data', (chunk: Buffer) => {
+      outBytes += chunk.length;
+      if (outBytes > req.maxBytes) finish({ error: bundleTooLarge(req.maxBytes, req.repo) });
+      else out.push(chunk);
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      errTail = Buffer.concat([errTail, chunk]);
+      if (errTail.length > STDERR_TAIL_BYTES) errTail = errTail.subarray(errTail.length - STDERR_TAIL_BYTES);
+    });
+    child.on('error', (err) => finish({ error: new FusionError('internal_error', `could not pack repo ${req.repo} as uid ${caller.uid}: ${err.message}`, { details: { field: 'repo' }, cause: err }) }));
+    child.on('close', (code, signal) => {
+      const lastLine = errTail.toString('utf8').trim().split('\n').at(-1) ?? '';
       let summary: ChildSummary | undefined;
       try {
         summary = JSON.parse(lastLine) as ChildSummary;
       } catch {
         summary = undefined;
       }
-      if ((err as { code?: unknown } | null)?.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') return reject(bundleTooLarge(req.maxBytes, req.repo));
-      if (err === null && summary?.ok === true) return resolve({ data: stdout, summary });
+      if (code === 0 && summary?.ok === true) return finish({ data: Buffer.concat(out), summary });
       if (summary?.ok === false && summary.error?.code === 'invalid_input') {
-        return reject(new FusionError('invalid_input', summary.error.message, { details: summary.error.details }));
+        return finish({ error: new FusionError('invalid_input', summary.error.message, { details: summary.error.details }) });
       }
-      reject(new FusionError('internal_error', `could not pack repo ${req.repo} as uid ${caller.uid}: ${(summary?.error?.message ?? lastLine ?? (err as Error | null)?.message ?? 'no output').slice(0, 300)}`, {
-        details: { field: 'repo' },
-      }));
+      const why = summary?.error?.message ?? (lastLine !== '' ? lastLine : `the packer exited with ${signal ?? `code ${code}`}`);
+      finish({ error: new FusionError('internal_error', `could not pack repo ${req.repo} as uid ${caller.uid}: ${why.slice(0, 300)}`, { details: { field: 'repo' } }) });
     });
   });
 }

@@ -4,14 +4,16 @@
  * database) is byte for byte the one sealed from the attempt directories, and verifies offline.
  * SQLite here (the SQL is the same on PostgreSQL; the cluster e2e test runs it there).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
+import { FusionError } from '../../../src/errors.js';
 import { canonicalJson, buildCanonicalInput, sha256Hex } from '../../../src/contracts/canonical.js';
 import { normalizeToolInput } from '../../../src/contracts/tool-input.js';
 import { packAttempt } from '../../../src/audit/tarball.js';
-import { archiveAttempt, archivedAttemptMembers, attemptArchiveKey } from '../../../src/audit/attempt-archive.js';
+import { ATTEMPT_ARCHIVE_SCHEMA, archiveAttempt, archivedAttemptMembers, attemptArchiveKey } from '../../../src/audit/attempt-archive.js';
 import { buildTaskTarball, type SealDeps } from '../../../src/audit/task-tarball.js';
 import { readMembers } from '../../../src/audit/tar-members.js';
 import { verifyTaskTarball } from '../../../src/audit/offline-verify.js';
@@ -71,4 +73,27 @@ it('a tarball sealed from the archives equals the one sealed from the attempt di
   // No archive, nothing invented: the sealer reads only what was stored.
   expect(await archivedAttemptMembers(store, task.id, 'repair', 1)).toBeNull();
   expect(await store.getCheckpoint(task.id, attemptArchiveKey('evaluator', 1))).not.toBeNull();
+});
+
+it('a hostile archive in the database is refused, not sealed: a gzip bomb past the bound, bytes that are not the recorded tar', async () => {
+  const input = canonicalJson(buildCanonicalInput({ workflow: 'investigate', cwd: '/srv/repo', args: normalizeToolInput('investigate', { objective: 'o', background: ['b'], deliverable: 'd' }) }));
+  const task = await store.createTask(newTask({ canonicalInput: input, canonicalInputSha256: sha256Hex(input) }));
+  const save = (stage: string, tar: Buffer, recorded: string): Promise<void> => store.saveCheckpoint(task.id, attemptArchiveKey(stage, 1), JSON.stringify({
+    schema_version: ATTEMPT_ARCHIVE_SCHEMA, tar_sha256: recorded, tar_gzip_base64: gzipSync(tar).toString('base64'), replay: null,
+  }));
+  // 8 MiB of zeros gzip to a few KiB: inflating past the bound stops there.
+  const zeros = Buffer.alloc(8 * 1024 * 1024);
+  await save('evaluator', zeros, sha256Hex(zeros));
+  const bomb = await archivedAttemptMembers(store, task.id, 'evaluator', 1, { maxBytes: 1024 * 1024 }).catch((e: unknown) => e as FusionError);
+  expect(bomb).toBeInstanceOf(FusionError);
+  expect((bomb as FusionError).message).toMatch(/more than 1048576 bytes/u);
+  // Another tar than the one whose digest the archive records (a swapped row).
+  const dir = join(tmp.dir, 'x');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'answer.md'), 'forged\n');
+  const packed = await packAttempt(dir, `${dir}.tar`);
+  await save('merger', readFileSync(packed.path), sha256Hex(Buffer.from('the original tar')));
+  const swapped = await archivedAttemptMembers(store, task.id, 'merger', 1).catch((e: unknown) => e as FusionError);
+  expect(swapped).toBeInstanceOf(FusionError);
+  expect((swapped as FusionError).message).toMatch(/does not match/u);
 });

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createBundleCache, type BundleSource } from '../../../src/bundles/bundle-cache.js';
 import { readBundleTar, writeBundleTar } from '../../../src/bundles/bundle-tar.js';
 import { packTree } from '../../../src/bundles/pack.js';
+import { resolvesInside } from '../../../src/bundles/symlink-paths.js';
 import { packRepo } from '../../../src/bundles/pack-as-caller.js';
 import { FusionError } from '../../../src/errors.js';
 import { createLogger } from '../../../src/log.js';
@@ -140,6 +141,25 @@ describe('bundle cache', () => {
     expect((await packTree(t1, { exclude: [], maxBytes: 1024 * 1024 })).digest).toBe(packed.digest);
   });
 
+  it('a tree reaches its digest path only once its files are on disk (flushed before the rename: a power loss never leaves a torn tree there)', async () => {
+    const data = writeBundleTar([{ type: 'dir', path: 'd' }, { type: 'file', path: 'd/a', executable: false, data: Buffer.from('a') }]);
+    const digest = sha(data);
+    const dir = join(tmp('fusion-cache-'), 'bundles');
+    const flushed: Array<{ path: string; finalExists: boolean; file: string }> = [];
+    const cache = await createBundleCache({
+      dir, store: sourceOf(new Map([[digest, data]])), maxBytes: 1024 * 1024, log,
+      flush: async (path) => {
+        flushed.push({ path, finalExists: readdirSync(dir).includes(digest), file: readFileSync(join(path, 'd', 'a'), 'utf8') });
+      },
+    });
+    const tree = await cache.checkout(digest);
+    expect(flushed).toHaveLength(1);
+    expect(flushed[0]!.path.startsWith(join(dir, '.partial-'))).toBe(true);
+    expect(flushed[0]!.finalExists).toBe(false);
+    expect(flushed[0]!.file).toBe('a');
+    expect(readFileSync(join(tree, 'd', 'a'), 'utf8')).toBe('a');
+  });
+
   it('refuses bytes that changed since submission, a missing bundle and a hostile archive, leaving nothing', async () => {
     const good = writeBundleTar([{ type: 'file', path: 'a', executable: false, data: Buffer.from('a') }]);
     const digest = sha(good);
@@ -179,5 +199,29 @@ describe('bundle cache', () => {
     expect(err).toBeInstanceOf(FusionError);
     const tooBig = await packRepo({ repo, exclude: [], maxBytes: 1024, caller }).catch((e: unknown) => e as FusionError);
     expect((tooBig as FusionError).details).toMatchObject({ field: 'repo', reason: 'repo_too_large' });
+  });
+});
+
+describe('symlink resolution is bounded work', () => {
+  // Each link of a hostile tree may cost the daemon's main thread (it reads every bundle at
+  // submission and at checkout): 40 hops of a 50-component target are ~2000 steps, ~60 s of
+  // blocking for a 256 MiB archive of such links. A link needing more steps than any source tree
+  // does counts as leaving the tree.
+  const loop = `${'q/'.repeat(16)}${'../'.repeat(15)}..`;
+
+  it('a link whose resolution takes more than the step budget is refused, a plain chain is not', () => {
+    expect(resolvesInside(() => undefined, 'x', 'a/b/../c')).toBe(true);
+    const tree = new Map<string, { type: 'symlink'; target: string }>([['a', { type: 'symlink', target: loop }]]);
+    const lookup = (p: string) => tree.get(p);
+    expect(resolvesInside(lookup, 'l', 'a')).toBe(true);
+    expect(resolvesInside(lookup, 'l', `${'a/'.repeat(39)}a`)).toBe(false);
+    // A chain of ten links, each one hop: well within the budget.
+    const chain = new Map<string, { type: 'symlink'; target: string }>();
+    for (let i = 0; i < 10; i++) chain.set(`c${i}`, { type: 'symlink', target: i === 9 ? 'src/file' : `c${i + 1}` });
+    expect(resolvesInside((p) => chain.get(p), 'l', 'c0')).toBe(true);
+    expect(() => readBundleTar(writeBundleTar([
+      { type: 'symlink', path: 'a', target: loop },
+      { type: 'symlink', path: 'l', target: `${'a/'.repeat(39)}a` },
+    ]), LIMITS)).toThrow(/leaves the repository/u);
   });
 });
