@@ -3,8 +3,9 @@
  *
  * A member-uid caller's repository may sit in a 0700 home only that uid can read, and the daemon
  * must not read for a caller what the caller could not (repo-access.ts). So for such a caller the
- * packer (pack-child.ts) runs as a child under `setpriv` with the caller's uid, gid and groups,
- * no capabilities, and streams the archive back; root and the daemon's own uid pack in-process.
+ * packer (pack-child.ts) runs as a child that loads the package as root, then drops to the
+ * caller's uid, gid and groups (no capabilities left, no new privileges, not dumpable) before it
+ * reads the repository, and streams the archive back; root and the daemon's own uid pack in-process.
  *
  * The child runs as the caller, so the caller can tamper with what it sends: its output is
  * untrusted. The daemon bounds it by the cap, reads it back with the strict reader (a hostile
@@ -18,7 +19,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { FusionError } from '../errors.js';
-import { setprivArgs, type RunAs } from '../common/setpriv-args.js';
+import type { RunAs } from '../common/setpriv-args.js';
 import { readBundleTar } from './bundle-tar.js';
 import { bundleTooLarge, packTree, type PackedBundle } from './pack.js';
 import { createPackGate } from './pack-gate.js';
@@ -87,7 +88,10 @@ interface ChildSummary {
  * SIGKILLed, its streams are dropped and the submit is refused, whether or not they ever close.
  */
 function runChild(req: PackRequest, caller: RunAs, timeoutMs: number): Promise<{ data: Buffer; summary: ChildSummary }> {
-  const args = [...setprivArgs(caller), '--', process.execPath, childScript(), req.repo, String(req.maxBytes), JSON.stringify(req.exclude)];
+  // Root until the child drops to the caller itself (pack-child.ts: it must load the package,
+  // which the caller may not be able to read); no new privileges through exec, none inherited.
+  const as = JSON.stringify({ uid: caller.uid, gid: caller.gid, groups: caller.groups });
+  const args = ['--no-new-privs', '--inh-caps=-all', '--', process.execPath, childScript(), as, req.repo, String(req.maxBytes), JSON.stringify(req.exclude)];
   return new Promise((resolve, reject) => {
     const child = spawn('setpriv', args, { cwd: '/', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] });
     const out: Buffer[] = [];

@@ -1,8 +1,9 @@
 /**
  * `setpriv` options that make a command run as a socket caller: its uid, gid and supplementary
  * groups (as SO_PEERGROUPS reported them; null → the user's groups from the group database), no
- * capabilities, no new privileges. The repository access check (src/tasks/repo-access.ts) and
- * the repository bundle packer (src/bundles/pack-as-caller.ts) both read as the caller with it.
+ * capabilities, no new privileges. The repository access check (src/tasks/repo-access.ts) reads
+ * as the caller with it; the bundle packer (src/bundles/pack-child.ts) drops to the same `RunAs`
+ * by itself, after loading the package as root.
  */
 export interface RunAs {
   uid: number;
