@@ -15,7 +15,8 @@
  * IPv6 peers are counted per /64 (one host usually owns a whole /64); IPv4-mapped IPv6 as IPv4.
  *
  * Two ways around a per-address count are closed: concurrent attempts count while they are
- * being authenticated (a burst of connections gets the limit, not one guess each), and an
+ * being authenticated, and those that could take the address past its limit wait for the ones
+ * in flight (a burst of connections gets the limit, not one guess each), and an
  * address displaced from the full table hands its failures to the newcomer (spraying more
  * addresses than are remembered gains nothing; once the least recently failing remembered
  * address is itself over the limit, addresses not remembered are refused too).
@@ -101,15 +102,27 @@ export class AuthFailureThrottle {
     if (recent.length + (this.pending.get(key) ?? 0) >= this.options.maxFailures) throw this.refusal(recent, now);
   }
 
+  /** Attempts waiting for an in-flight one of their address to settle (see begin). */
+  private readonly waiting = new Map<string, Array<() => void>>();
+
   /**
    * Admits one authentication attempt (or throws `rate_limited`, like check) and counts it against
    * the address until it settles: authentication awaits the database, so without this a burst of
-   * concurrent attempts would all pass the check before the first of them failed. Call the
-   * returned function with whether the key was refused (401); later calls do nothing.
+   * concurrent attempts would all pass the check before the first of them failed. An attempt that
+   * would take the address to its limit if every one in flight failed waits for one of them to
+   * settle, then looks again: a burst of bad keys gets the limit and then 429s; a burst with a
+   * valid key only waits its turn (its attempts succeed, nothing is counted). Call the returned
+   * function with whether the key was refused (401); later calls do nothing.
    */
-  begin(address: string | undefined): (failed: boolean) => void {
-    this.check(address);
+  async begin(address: string | undefined): Promise<(failed: boolean) => void> {
     const key = throttleKey(address);
+    for (;;) {
+      const now = this.options.now();
+      const recent = this.charged(key, now);
+      if (recent.length >= this.options.maxFailures) throw this.refusal(recent, now);
+      if (recent.length + (this.pending.get(key) ?? 0) < this.options.maxFailures) break;
+      await new Promise<void>((wake) => this.waiting.set(key, [...(this.waiting.get(key) ?? []), wake]));
+    }
     this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
     let settled = false;
     return (failed: boolean): void => {
@@ -119,6 +132,10 @@ export class AuthFailureThrottle {
       if (left > 0) this.pending.set(key, left);
       else this.pending.delete(key);
       if (failed) this.recordFailure(address);
+      // Everyone waiting on this address looks again (admitted, refused, or waits on).
+      const woken = this.waiting.get(key) ?? [];
+      this.waiting.delete(key);
+      for (const wake of woken) wake();
     };
   }
 

@@ -91,7 +91,7 @@ function idempotencyKey(req: IncomingMessage): string {
  */
 async function principalOf(ctx: ResearchApiContext, req: IncomingMessage, throttle: AuthFailureThrottle | undefined): Promise<Principal> {
   if (throttle === undefined) return authenticate(ctx.keys, req.headers.authorization);
-  const settle = throttle.begin(req.socket.remoteAddress);
+  const settle = await throttle.begin(req.socket.remoteAddress);
   try {
     const principal = await authenticate(ctx.keys, req.headers.authorization);
     settle(false);

@@ -79,28 +79,41 @@ describe('TCP failed-authentication throttle', () => {
   // Attack: authentication awaits the database, so concurrent attempts from one address all
   // passed check() before the first of them was recorded as failed: a burst of N connections
   // got N guesses, not 20.
-  it('concurrent attempts count while they are being authenticated: a burst gets no more than the limit', () => {
+  it('concurrent attempts count while they are being authenticated: a burst of bad keys gets no more than the limit', async () => {
     const t = new AuthFailureThrottle({ maxFailures: 3, windowMs: 60_000 });
-    const settles: Array<(failed: boolean) => void> = [];
-    let refused = 0;
-    for (let i = 0; i < 50; i++) {
+    const outcomes = await Promise.all(Array.from({ length: 50 }, async () => {
       try {
-        settles.push(t.begin('192.0.2.9'));
+        const settle = await t.begin('192.0.2.9');
+        await new Promise((r) => setTimeout(r, 5)); // the key lookup
+        settle(true);
+        return 'guessed';
       } catch (err) {
         expect((err as FusionError).code).toBe('rate_limited');
-        refused += 1;
+        return 'refused';
       }
-    }
-    expect(settles).toHaveLength(3);
-    expect(refused).toBe(47);
-    for (const settle of settles) settle(true);
-    expect(refusal(() => t.begin('192.0.2.9'))?.code).toBe('rate_limited');
+    }));
+    expect(outcomes.filter((o) => o === 'guessed')).toHaveLength(3);
+    expect(outcomes.filter((o) => o === 'refused')).toHaveLength(47);
+    await expect(t.begin('192.0.2.9')).rejects.toMatchObject({ code: 'rate_limited' });
   });
 
-  it('a settled successful attempt leaves nothing behind (a valid key is never slowed by its own past)', () => {
+  // A legitimate client's parallel requests with a valid key: they wait their turn, none is refused.
+  it('a burst with a valid key is never refused: attempts beyond the limit wait for those in flight', async () => {
+    const t = new AuthFailureThrottle({ maxFailures: 3, windowMs: 60_000 });
+    const outcomes = await Promise.all(Array.from({ length: 50 }, async () => {
+      const settle = await t.begin('192.0.2.11');
+      await new Promise((r) => setTimeout(r, 2));
+      settle(false);
+      return 'served';
+    }));
+    expect(outcomes.filter((o) => o === 'served')).toHaveLength(50);
+    expect(t.tracked).toBe(0);
+  });
+
+  it('a settled successful attempt leaves nothing behind (a valid key is never slowed by its own past)', async () => {
     const t = new AuthFailureThrottle({ maxFailures: 2, windowMs: 60_000 });
     for (let i = 0; i < 100; i++) {
-      const settle = t.begin('192.0.2.10');
+      const settle = await t.begin('192.0.2.10');
       settle(false);
       settle(false); // settling twice counts once
     }
