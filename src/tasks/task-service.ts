@@ -445,6 +445,9 @@ export class TaskService {
       // A task with a bundle runs over its verified tree (bundle_changed fails it before anything runs).
       const repoDir = task.bundleDigest !== null && this.deps.bundles !== undefined ? await this.deps.bundles.checkout(task.bundleDigest) : task.repoDir;
       await this.writeTaskFiles(task);
+      // A cancel or a drain that came while the bundle was checked out (a fetch, an unpack, a
+      // flush): the runner would only see an abort signal fire, and this one already has.
+      if (ac.signal.aborted) return;
       await this.deps.runner.run({ task: { ...task, repoDir }, control, signal: ac.signal, resume });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {

@@ -5,6 +5,7 @@
  * SIGTERM hands its running task back to the queue, where the other daemon resumes it.
  */
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openPgStore } from '../../../src/store/pg-store.js';
 import { silentLogger } from '../../../src/log.js';
@@ -13,6 +14,9 @@ import { redisAvailable, startRedis, type RedisProc } from '../research/helpers.
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
 
 const ready = postgresAvailable() && redisAvailable();
+// In cluster mode a receipt packs the repository into its bundle: a small tree, not the clone
+// (its node_modules would be packed too, and is over the bundle cap).
+const SMALL_REPO = join(ROOT, 'test', 'fixtures', 'e2e', 'repo');
 let pgServer: PostgresServer | undefined;
 let redis: RedisProc | undefined;
 const daemons: DaemonProc[] = [];
@@ -45,7 +49,7 @@ async function clusterDaemon(id: string, databaseUrl: string, stageMs: number): 
 }
 
 const submit = async (d: DaemonProc): Promise<string> =>
-  ((await d.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT })) as { taskId: string }).taskId;
+  ((await d.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: SMALL_REPO })) as { taskId: string }).taskId;
 
 async function eventsOf(d: DaemonProc, id: string): Promise<Array<{ kind: string; data: Record<string, unknown> }>> {
   const res = await fetchEvents(d, id);
