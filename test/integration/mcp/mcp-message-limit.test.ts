@@ -4,34 +4,13 @@
  * are dropped up to the next newline, and the session goes on; the process never buffers the
  * line and never dies.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from '../daemon/helpers.js';
+import { startStubDaemon, stopDaemon, tempHome, type DaemonProc } from '../daemon/helpers.js';
+import { startMcp } from './mcp-process.js';
 
 const LIMIT = 64 * 1024;
 
-function startMcp(socket: string, env: Record<string, string>): { proc: ChildProcess; next: (match: (m: any) => boolean) => Promise<any>; stderr: () => string } {
-  const proc = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'mcp', '--socket', socket, '--repo', ROOT], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  const messages: any[] = [];
-  const waiters: Array<{ match: (m: any) => boolean; resolve: (m: any) => void }> = [];
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  createInterface({ input: proc.stdout! }).on('line', (l) => {
-    const m = JSON.parse(l);
-    messages.push(m);
-    for (const w of [...waiters]) if (w.match(m)) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve(m);
-    }
-  });
-  const next = (match: (m: any) => boolean): Promise<any> => {
-    const found = messages.find(match);
-    return found ? Promise.resolve(found) : new Promise((resolve) => waiters.push({ match, resolve }));
-  };
-  return { proc, next, stderr: () => err };
-}
 
 const write = (proc: ChildProcess, text: string): Promise<void> => new Promise((resolve, reject) => proc.stdin!.write(text, (e) => (e ? reject(e) : resolve())));
 

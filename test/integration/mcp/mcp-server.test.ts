@@ -1,8 +1,6 @@
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from '../daemon/helpers.js';
+import { INVESTIGATE_ARGS, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from '../daemon/helpers.js';
+import { startMcp } from './mcp-process.js';
 
 describe('fusion mcp (stdio JSON-RPC)', () => {
   let d: DaemonProc;
@@ -14,21 +12,7 @@ describe('fusion mcp (stdio JSON-RPC)', () => {
   });
 
   it('lists the tools, submits a task, sends the terminal notification, and returns the verified result', async () => {
-    const proc = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'mcp', '--socket', d.socket, '--repo', ROOT], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const messages: any[] = [];
-    const waiters: Array<{ match: (m: any) => boolean; resolve: (m: any) => void }> = [];
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
-      const m = JSON.parse(line);
-      messages.push(m);
-      for (const w of [...waiters]) if (w.match(m)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(m);
-      }
-    });
-    const next = (match: (m: any) => boolean): Promise<any> => {
-      const found = messages.find(match);
-      return found ? Promise.resolve(found) : new Promise((resolve) => waiters.push({ match, resolve }));
-    };
+    const { proc, next } = startMcp(d.socket);
     let id = 0;
     const call = (method: string, params?: unknown): Promise<any> => {
       const myId = ++id;
