@@ -2,7 +2,7 @@
  * Composition root: config → logger → adapters → daemon. The only place (with `cli/`) that
  * builds concrete adapters, reads the environment, installs signal handlers or exits.
  */
-import { chmodSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +40,8 @@ import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
 import { createStageWorkerPool } from './workflow/stage-workers.js';
-import { prepareRunRoot } from './launcher/attempt-dirs.js';
+import { claimRunRoot, prepareRunRoot, type RunRoot } from './launcher/attempt-dirs.js';
+import { takeDataDirLock, type DataDirLock } from './store/data-dir-lock.js';
 import type { Roster } from './models/roster.js';
 import type { BudgetConfig } from './contracts/budget.js';
 import { loadRosterConfig } from './models/roster-config.js';
@@ -54,7 +55,7 @@ import { instrumentFetcher, instrumentLauncher, instrumentStageWorkers } from '.
 import { createHealthFacts, createMetricsEndpoint } from './api/metrics.js';
 import { maintenanceConfig, type MaintenanceConfig } from './maintenance/config.js';
 import { startMaintenance, type MaintenanceJobName, type MaintenanceScheduler } from './maintenance/scheduler.js';
-import { runRootPidFile, runBackup, runOrphanReaper, runRetention, runStaleTaskSweep } from './maintenance/jobs.js';
+import { runBackup, runOrphanReaper, runRetention, runStaleTaskSweep } from './maintenance/jobs.js';
 import { createCrawler, buildResearchDocument } from './research/crawl/crawler.js';
 import type { Crawler, CrawlerOptions } from './research/crawl/port.js';
 import { RunExecutor, type DocumentBuilder } from './research/run-executor.js';
@@ -189,6 +190,28 @@ function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): So
 export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrides = {}): Promise<Daemon> {
   const log = overrides.log ?? createLogger({ level: config.logLevel });
   prepareHome(config.home, log);
+  // One owner per data directory, taken before anything it owns is looked at: a second daemon
+  // would otherwise reap the first one's containers and recover its running tasks as orphans.
+  const lock = await takeDataDirLock(config.home, { socket: config.socketPath });
+  let runRoot: RunRoot | undefined;
+  try {
+    // Per-attempt staging (docs/security.md#threat-local-users): fresh at each start; what dead
+    // runs of this data directory left is removed now that no live daemon can be using it.
+    const override = overrides.workflow?.runRoot;
+    if (override !== undefined) prepareRunRoot(override);
+    runRoot = override !== undefined ? { path: override, remove: () => rmSync(override, { recursive: true, force: true }) } : claimRunRoot(config.home);
+    const owned = { lock, runRoot };
+    return await startOwned(config, overrides, log, owned);
+  } catch (err) {
+    runRoot?.remove();
+    await lock.release();
+    throw err;
+  }
+}
+
+/** The daemon's start-up once it owns its data directory and run root (given back by `close`). */
+async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log: Logger, owned: { lock: DataDirLock; runRoot: RunRoot }): Promise<Daemon> {
+  const runRoot = owned.runRoot.path;
   // Before anything is created: a bad --socket-group is a start-up error naming the flag.
   const access = socketAccess(config, log, overrides.peerCredAddon);
   const paths = dataPaths(config.home);
@@ -243,14 +266,6 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   const rosterFor = (options: TaskOptions): { roster: Roster; describe(): unknown; budget?: BudgetConfig } =>
     fixed ? { roster: fixed, describe: () => ({ source: 'fixed roster (test seam)' }) } : rosterSource.build(options.models);
   log.info({ models: rosterSource.describe() }, 'model roster loaded');
-
-  // Per-attempt staging lives outside the 0700 data dir (the sandbox uid must reach it); short on
-  // purpose, since broker socket paths live below it (107-byte limit). It belongs to this home
-  // only and nothing in it is live at start-up: leftovers of a killed daemon are removed.
-  const runRoot = overrides.workflow?.runRoot ?? join(tmpdir(), `fsn-${process.getuid?.() ?? 0}-${sha256Hex(config.home).slice(0, 8)}`);
-  prepareRunRoot(runRoot);
-  // Marks the run root live, so another home's reaper never removes it.
-  writeFileSync(runRootPidFile(runRoot), `${process.pid}\n`, { mode: 0o644 });
 
   // The egress guard for research fetches; its admin seams are announced loudly by the guard.
   let guardedFetch: ReturnType<typeof createGuardedFetch>;
@@ -553,12 +568,14 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
         // Active research runs are aborted: a queued job is retried by another daemon, a direct run fails.
         await research.close().catch((err: unknown) => log.warn({ err }, 'research shutdown failed'));
         await tasks.shutdown();
-        rmSync(runRootPidFile(runRoot), { force: true });
         await stageWorkers.stop();
         await guardedFetch.close();
         await researchSql.close();
         await cluster?.signals.close();
         await store.close();
+        // Last: nothing of this run is left in the run root, and the data directory is free.
+        owned.runRoot.remove();
+        await owned.lock.release();
       })()),
   };
 }

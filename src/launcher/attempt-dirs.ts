@@ -1,17 +1,28 @@
 /**
- * Per-attempt staging directories for sandboxes and stage workers.
+ * Per-attempt staging directories for sandboxes and stage workers, under the daemon's run root
+ * (docs/security.md#threat-local-users).
  *
  * The data directory stays 0700 and root's; the sandbox runs as an unprivileged uid of its own
- * that must reach its bind sources (bwrap runs as that uid), so each attempt gets a directory
- * under a separate run root (0711: traversable, not listable). Its `out/` (0700) and broker socket
- * (0600) are handed to the sandbox's uid by the launcher when it starts the sandbox, never before
- * (`owner` is for callers that run no launcher). After the attempt, the supervisor copies what it
- * needs back into the task directory and removes it.
+ * that must reach its broker socket (bwrap binds it as that uid), so a root daemon's run root is
+ * outside the data directory, in /run: a directory only root can create names in, so no other
+ * account can take the name first or plant a link under it. The run root and each attempt's
+ * directory are 0711 (traversable, not listable), and nothing in them is readable by another
+ * uid: `request.json` is root's 0400 (the launcher hands it over through a descriptor or a private
+ * copy), `out/` (0700) and the broker socket (0600) are handed to the sandbox's uid by the
+ * launcher when it starts the sandbox, never before (`owner` is for callers that run no launcher).
+ * After the attempt, the supervisor copies what it needs back into the task directory and
+ * removes it.
  */
-import { chownSync, mkdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync, chownSync, closeSync, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, readdirSync, rmSync, writeFileSync, writeSync,
+  constants as fsConstants, type Stats,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import { FusionError } from '../errors.js';
 import { MAX_OUT_FILES } from '../launcher/out-dir-usage.js';
+import { sha256Hex } from '../contracts/sha256.js';
+import { writeFileDurable } from '../common/durable-fs.js';
 
 export interface SandboxOwner {
   uid: number;
@@ -27,28 +38,126 @@ export interface AttemptStaging {
   remove(): void;
 }
 
+/** The per-run directory of one daemon: every attempt's staging lives below it. */
+export interface RunRoot {
+  path: string;
+  /** Removes the run root (and its record, if any): a clean stop leaves nothing behind. */
+  remove(): void;
+}
+
 /**
- * Creates the run root fresh and verifies it is ours. It sits in a shared directory (/tmp) under
- * a predictable name, so an existing entry is never trusted: it must be a real directory owned
- * by this uid (then it is a leftover of a killed daemon and is replaced), else start-up stops.
- * Created without `recursive`, so a directory someone else made in between fails loudly.
+ * The longest run root that leaves room for `<12 of the task id>-<stage>.attempt-N[-rp]/sock/broker.sock`
+ * below it within a Unix socket path's 107 bytes.
  */
-export function prepareRunRoot(runRoot: string): void {
-  let st;
+export const MAX_RUN_ROOT_LENGTH = 43;
+/** Where a root daemon keeps its run roots: root-owned and not writable by anyone else. */
+export const ROOT_RUN_PARENT = '/run';
+/** The fallback's prefix in $TMPDIR (a random name made exclusively, recorded in the data directory). */
+const FALLBACK_PREFIX = 'fusion-run-';
+/** The data directory's record of a fallback run root, so the next start removes it. */
+const FALLBACK_RECORD = 'run-root';
+
+const ownUid = (): number => process.getuid?.() ?? -1;
+
+function lstatOrNull(path: string): Stats | null {
   try {
-    st = lstatSync(runRoot);
+    return lstatSync(path);
   } catch {
-    st = undefined;
+    return null;
   }
-  if (st) {
-    const uid = process.getuid?.() ?? -1;
-    if (!st.isDirectory() || st.isSymbolicLink() || st.uid !== uid) {
-      throw new FusionError('invalid_config', `staging directory ${runRoot} exists but is not a directory owned by this daemon's uid ${uid}; remove it and start again`);
+}
+
+/** A real directory (never a link to one) owned by this process's uid. */
+function isOwnDirectory(path: string): boolean {
+  const st = lstatOrNull(path);
+  return st !== null && st.isDirectory() && !st.isSymbolicLink() && st.uid === ownUid();
+}
+
+/** A directory only root (this daemon) can create entries in: no name there can be taken first. */
+function rootOnlyParent(path: string): boolean {
+  const st = lstatOrNull(path);
+  return st !== null && st.isDirectory() && !st.isSymbolicLink() && st.uid === 0 && (st.mode & 0o022) === 0;
+}
+
+/**
+ * Creates `path` fresh: a leftover of a dead run of this data directory (a real directory owned
+ * by this uid) is removed first; anything else there stops start-up. Created without
+ * `recursive`, so an entry made in between fails loudly instead of being adopted. Callers hold
+ * the data directory's lock (`store/data-dir-lock.ts`), so no live daemon uses it.
+ */
+export function prepareRunRoot(runRoot: string, mode = 0o711): void {
+  if (lstatOrNull(runRoot) !== null) {
+    if (!isOwnDirectory(runRoot)) {
+      throw new FusionError('invalid_config', `staging directory ${runRoot} exists but is not a directory owned by this daemon's uid ${ownUid()}; remove it and start again`, { details: { path: runRoot } });
     }
     rmSync(runRoot, { recursive: true, force: true });
   }
-  mkdirSync(runRoot, { mode: 0o711 });
-  chmodSync(runRoot, 0o711);
+  mkdirSync(runRoot, { mode });
+  chmodSync(runRoot, mode);
+}
+
+/**
+ * The run root of a daemon on `home`, created fresh (docs/operations.md#run-root):
+ *   - root: `/run/fusion-<12 hex of the home path>`, 0711 (sandbox uids traverse it to their socket);
+ *   - another uid: `<home>/run`, 0700 (its sandboxes run as that uid), if the path is short enough;
+ *   - else a `fusion-run-XXXXXX` directory made exclusively under a random name in $TMPDIR, its
+ *     path recorded in the data directory so the next start removes it.
+ * It also removes what an older build of this data directory left in $TMPDIR (`fsn-<uid>-<hash>`
+ * and its `.pid`), never following a link.
+ */
+export function claimRunRoot(home: string): RunRoot {
+  const uid = ownUid();
+  removeLegacyRunRoot(home);
+  const record = join(home, FALLBACK_RECORD);
+  removeRecordedRunRoot(record);
+  const plain = (path: string): RunRoot => ({ path, remove: () => rmSync(path, { recursive: true, force: true }) });
+  if (uid === 0 && rootOnlyParent(ROOT_RUN_PARENT)) {
+    const path = join(ROOT_RUN_PARENT, `fusion-${sha256Hex(home).slice(0, 12)}`);
+    prepareRunRoot(path, 0o711);
+    return plain(path);
+  }
+  const inHome = join(home, 'run');
+  if (uid !== 0 && inHome.length <= MAX_RUN_ROOT_LENGTH) {
+    prepareRunRoot(inHome, 0o700);
+    return plain(inHome);
+  }
+  // mkdtemp: an exclusive mkdir under a name nobody can predict (so none can be taken first), in
+  // a sticky $TMPDIR (so nobody else can swap it afterwards).
+  const path = mkdtempSync(join(tmpdir(), FALLBACK_PREFIX));
+  chmodSync(path, uid === 0 ? 0o711 : 0o700);
+  if (path.length > MAX_RUN_ROOT_LENGTH) {
+    rmSync(path, { recursive: true, force: true });
+    throw new FusionError('invalid_config', `the staging directory ${path} is too long for the broker socket paths below it (at most ${MAX_RUN_ROOT_LENGTH} characters); set TMPDIR to a shorter directory`, { details: { field: 'TMPDIR', path } });
+  }
+  writeFileDurable(record, `${path}\n`, 0o600);
+  return {
+    path,
+    remove: () => {
+      rmSync(path, { recursive: true, force: true });
+      rmSync(record, { force: true });
+    },
+  };
+}
+
+/** A fallback run root a dead run recorded: removed if it is still one of ours. */
+function removeRecordedRunRoot(record: string): void {
+  let path: string;
+  try {
+    path = readFileSync(record, 'utf8').trim();
+  } catch {
+    return;
+  }
+  if (basename(path).startsWith(FALLBACK_PREFIX) && dirname(path) === tmpdir() && isOwnDirectory(path)) rmSync(path, { recursive: true, force: true });
+  rmSync(record, { force: true });
+}
+
+/** What a build that staged in `$TMPDIR/fsn-<uid>-<8 hex>` left for this data directory. */
+function removeLegacyRunRoot(home: string): void {
+  const legacy = join(tmpdir(), `fsn-${ownUid()}-${sha256Hex(home).slice(0, 8)}`);
+  if (isOwnDirectory(legacy)) rmSync(legacy, { recursive: true, force: true });
+  const pidFile = `${legacy}.pid`;
+  const st = lstatOrNull(pidFile);
+  if (st !== null && st.isFile() && st.uid === ownUid()) rmSync(pidFile, { force: true });
 }
 
 export function createStaging(runRoot: string, name: string, owner: SandboxOwner | null): AttemptStaging {
@@ -76,12 +185,20 @@ export function createStaging(runRoot: string, name: string, owner: SandboxOwner
   };
 }
 
-/** The request file is read-only for everyone: it holds no secret, and the child must not change it. */
+/**
+ * The request (objective, declared URLs, prompts) is root's alone, 0400: the sandbox gets it
+ * through a descriptor the launcher opens (bwrap) or a private copy (Docker), never by path, and
+ * the path shows in a sandbox's /proc/<pid>/mountinfo to every local user. Created exclusively
+ * in the fresh attempt directory.
+ */
 export function writeRequestFile(staging: AttemptStaging, request: unknown): void {
-  writeFileSync(staging.requestFile, JSON.stringify(request), { mode: 0o444 });
+  const fd = openSync(staging.requestFile, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW, 0o400);
+  try {
+    writeFileSync(fd, JSON.stringify(request));
+  } finally {
+    closeSync(fd);
+  }
 }
-
-import { closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, writeSync, constants as fsConstants } from 'node:fs';
 
 /**
  * Copies the regular files an attempt wrote into the task's own attempt directory. Each file is

@@ -249,7 +249,11 @@ export interface ReaperSummary {
   cgroups: string[];
 }
 
-/** `<run root>.pid` holds the pid of the live daemon using that run root; the reaper keeps such roots. */
+/**
+ * Builds before the run root moved out of $TMPDIR (docs/operations.md#run-root) staged in
+ * `$TMPDIR/fsn-<uid>-<8 hex>`, with `<run root>.pid` naming the live daemon using it: the reaper
+ * removes such roots of other data directories once stale and ownerless.
+ */
 export function runRootPidFile(runRoot: string): string {
   return `${runRoot}.pid`;
 }

@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { collectOutputs, prepareRunRoot } from '../../../src/launcher/attempt-dirs.js';
+import { claimRunRoot, collectOutputs, createStaging, prepareRunRoot, writeRequestFile, ROOT_RUN_PARENT } from '../../../src/launcher/attempt-dirs.js';
+import { sha256Hex } from '../../../src/contracts/sha256.js';
 
 function dirs(): { out: string; dest: string; root: string } {
   const root = mkdtempSync(join(tmpdir(), 'fusion-staging-'));
@@ -64,5 +65,56 @@ describe('prepareRunRoot', () => {
     mkdirSync(join(base, 'elsewhere'));
     symlinkSync(join(base, 'elsewhere'), join(base, 'run'));
     expect(() => prepareRunRoot(join(base, 'run'))).toThrow(/is not a directory owned by this daemon/);
+  });
+});
+
+describe('writeRequestFile', () => {
+  it('writes the request 0400 (root\'s alone: the sandbox gets it through a descriptor or a copy) and never through a planted link', () => {
+    const root = mkdtempSync(join(tmpdir(), 'fusion-runroot-'));
+    const staging = createStaging(root, 'x-candidate-1.attempt-1', null);
+    writeRequestFile(staging, { objective: 'secret objective' });
+    expect(statSync(staging.requestFile).mode & 0o777).toBe(0o400);
+    expect(JSON.parse(readFileSync(staging.requestFile, 'utf8'))).toEqual({ objective: 'secret objective' });
+    // A second write (or a link someone left at the name) is refused, not followed.
+    const target = join(root, 'target');
+    writeFileSync(target, 'untouched');
+    rmSync(staging.requestFile);
+    symlinkSync(target, staging.requestFile);
+    expect(() => writeRequestFile(staging, {})).toThrow(/EEXIST/);
+    expect(readFileSync(target, 'utf8')).toBe('untouched');
+    rmSync(root, { recursive: true, force: true });
+  });
+});
+
+const IS_ROOT = process.getuid?.() === 0;
+(IS_ROOT ? describe : describe.skip)('claimRunRoot (root daemon)', () => {
+  it('stages under /run (root-only names), removes its own leftovers and an older build\'s $TMPDIR root, and never follows a link there', () => {
+    const home = mkdtempSync(join(tmpdir(), 'fusion-runroot-home-'));
+    const legacy = join(tmpdir(), `fsn-0-${sha256Hex(home).slice(0, 8)}`);
+    mkdirSync(legacy);
+    writeFileSync(join(legacy, 'left'), 'x');
+    // A link at the old pid file's name (as a local user could plant): neither followed nor removed as a file.
+    const victim = join(home, 'victim');
+    writeFileSync(victim, 'root file');
+    symlinkSync(victim, `${legacy}.pid`);
+    const first = claimRunRoot(home);
+    try {
+      expect(first.path).toBe(join(ROOT_RUN_PARENT, `fusion-${sha256Hex(home).slice(0, 12)}`));
+      expect(first.path.startsWith(`${tmpdir()}/`)).toBe(false);
+      const st = lstatSync(first.path);
+      expect([st.isDirectory(), st.uid, st.mode & 0o777]).toEqual([true, 0, 0o711]);
+      expect(existsSync(legacy)).toBe(false);
+      expect(readFileSync(victim, 'utf8')).toBe('root file');
+      mkdirSync(join(first.path, 'dead-attempt'));
+      const second = claimRunRoot(home);
+      expect(second.path).toBe(first.path);
+      expect(existsSync(join(first.path, 'dead-attempt'))).toBe(false);
+      second.remove();
+      expect(existsSync(first.path)).toBe(false);
+    } finally {
+      first.remove();
+      rmSync(`${legacy}.pid`, { force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
