@@ -177,6 +177,17 @@ describe('socket API against a real daemon process', () => {
   });
 
   it('refuses to start a second daemon on a live socket', async () => {
-    await expect(startStubDaemon(d.home, 10)).rejects.toThrow(/another daemon already answers/);
+    // Another data directory, the same socket: the socket's own check.
+    await expect(startStubDaemon(tempHome(), 10, 0, { socketPath: d.socket })).rejects.toThrow(/another daemon already answers/);
+  });
+
+  it('refuses a second daemon on the same data directory, naming the first (another socket does not help)', async () => {
+    const pid = JSON.parse(readFileSync(join(d.home, 'daemon.json'), 'utf8')).pid as number;
+    expect(pid).toBe(d.proc.pid);
+    await expect(startStubDaemon(d.home, 10, 0, { socketPath: join(tempHome(), 'other.sock') })).rejects.toThrow(
+      `data directory ${d.home} is in use by the fusion daemon pid ${pid} (socket ${d.socket}`,
+    );
+    // The first one still answers.
+    expect(((await d.client.call('GET', '/v1/health')) as Json).ok).toBe(true);
   });
 });
