@@ -115,7 +115,7 @@ for (const pid of fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n))) {
 const read = (p) => { try { return 'read ' + fs.readFileSync(p).length; } catch (e) { return e.code; } };
 const list = (p) => { try { return 'list ' + fs.readdirSync(p).join(','); } catch (e) { return e.code; } };
 const report = {};
-for (const dir of found) report[dir] = { request: read(path.join(dir, 'request.json')), dir: list(dir), runRoot: list(path.dirname(dir)), out: list(path.join(dir, 'out')) };
+for (const dir of found) report[dir] = { request: read(path.join(dir, 'request.json')), listing: list(dir), runRoot: list(path.dirname(dir)), out: list(path.join(dir, 'out')) };
 process.stdout.write(JSON.stringify(report));
 `;
 
@@ -214,7 +214,7 @@ suite('what a root daemon leaves where local users look', () => {
     const { taskId } = (await client.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture!.repo })) as { taskId: string };
     await waitFor('three candidates inside a model call', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length === 3, 60_000);
 
-    const report = JSON.parse(asUser([process.execPath, attack])) as Record<string, { request: string; dir: string; runRoot: string; out: string }>;
+    const report = JSON.parse(asUser([process.execPath, attack])) as Record<string, { request: string; listing: string; runRoot: string; out: string }>;
     const dirs = Object.keys(report);
     // The attack finds the staging (the test would prove nothing otherwise) ...
     expect(dirs.length).toBeGreaterThanOrEqual(1);
@@ -223,11 +223,10 @@ suite('what a root daemon leaves where local users look', () => {
     expect(candidates.length).toBeGreaterThanOrEqual(1);
     for (const dir of candidates) expect(readFileSync(join(dir, 'request.json'), 'utf8')).toContain(REFILL_ARGS.objective.slice(0, 30));
     for (const dir of dirs) {
-      expect(dir.startsWith(`${runRootOf(home)}/`)).toBe(true);
       // ... and the local user reads and lists nothing.
-      expect(report[dir]).toEqual({ request: expect.stringMatching(/^(EACCES|ENOENT)$/), dir: 'EACCES', runRoot: 'EACCES', out: 'EACCES' });
+      expect({ dir, ...report[dir] }).toEqual({ dir, request: 'EACCES', listing: 'EACCES', runRoot: 'EACCES', out: 'EACCES' });
+      expect(dir.startsWith(`${runRootOf(home)}/`)).toBe(true);
     }
-    expect(Object.values(report).some((r) => r.request === 'EACCES')).toBe(true);
 
     // A second daemon on the same data directory, on another socket, through the real CLI.
     const other = join(base, 'other.sock');

@@ -182,8 +182,7 @@ describe('socket API against a real daemon process', () => {
   });
 
   it('refuses a second daemon on the same data directory, naming the first (another socket does not help)', async () => {
-    const pid = JSON.parse(readFileSync(join(d.home, 'daemon.json'), 'utf8')).pid as number;
-    expect(pid).toBe(d.proc.pid);
+    const pid = d.proc.pid!;
     await expect(startStubDaemon(d.home, 10, 0, { socketPath: join(tempHome(), 'other.sock') })).rejects.toThrow(
       `data directory ${d.home} is in use by the fusion daemon pid ${pid} (socket ${d.socket}`,
     );
