@@ -14,11 +14,10 @@
  * The lock cannot be read while it is held, so the owner's pid and socket go in `daemon.json`
  * beside it (written after the lock is taken, removed on release), for the refusal message.
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sqlite3 from 'sqlite3';
 import { FusionError } from '../errors.js';
-import { writeFileDurable } from '../common/durable-fs.js';
 
 export const DATA_DIR_LOCK_FILE = 'daemon.lock';
 export const DATA_DIR_OWNER_FILE = 'daemon.json';
@@ -37,6 +36,8 @@ export interface DataDirLock {
 const TAKE = [
   'PRAGMA locking_mode=EXCLUSIVE',
   'PRAGMA journal_mode=DELETE',
+  // Its content does not matter, only the lock: no fsync on the start-up path.
+  'PRAGMA synchronous=OFF',
   'BEGIN EXCLUSIVE',
   'CREATE TABLE IF NOT EXISTS holder (pid INTEGER NOT NULL)',
   'DELETE FROM holder',
@@ -94,7 +95,12 @@ export async function takeDataDirLock(home: string, owner: { socket: string }): 
   }
   const record: DataDirOwner = { pid: process.pid, socket: owner.socket, startedAt: new Date().toISOString() };
   try {
-    writeFileDurable(join(home, DATA_DIR_OWNER_FILE), `${JSON.stringify(record)}\n`, 0o600);
+    // Renamed into place whole (a reader never sees half of it); not fsynced: it only names the
+    // owner for a refusal message, and a crash leaves the lock free anyway.
+    const file = join(home, DATA_DIR_OWNER_FILE);
+    const tmp = `${file}.tmp-${process.pid}`;
+    writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+    renameSync(tmp, file);
   } catch (err) {
     await close(db);
     throw err;
