@@ -56,6 +56,9 @@ export const ROOT_RUN_PARENT = '/run';
 const FALLBACK_PREFIX = 'fusion-run-';
 /** The data directory's record of a fallback run root, so the next start removes it. */
 const FALLBACK_RECORD = 'run-root';
+/** In a /run run root: the data directory it belongs to (for `removeOrphanRunRoots`). */
+const HOME_MARK = '.home';
+const RUN_ROOT_NAME = /^fusion-[0-9a-f]{12}$/;
 
 const ownUid = (): number => process.getuid?.() ?? -1;
 
@@ -103,7 +106,7 @@ export function prepareRunRoot(runRoot: string, mode = 0o711): void {
  *   - else a `fusion-run-XXXXXX` directory made exclusively under a random name in $TMPDIR, its
  *     path recorded in the data directory so the next start removes it.
  * It also removes what an older build of this data directory left in $TMPDIR (`fsn-<uid>-<hash>`
- * and its `.pid`), never following a link.
+ * and its `.pid`), never following a link, and /run run roots of data directories that are gone.
  */
 export function claimRunRoot(home: string): RunRoot {
   const uid = ownUid();
@@ -113,7 +116,9 @@ export function claimRunRoot(home: string): RunRoot {
   const plain = (path: string): RunRoot => ({ path, remove: () => rmSync(path, { recursive: true, force: true }) });
   if (uid === 0 && rootOnlyParent(ROOT_RUN_PARENT)) {
     const path = join(ROOT_RUN_PARENT, `fusion-${sha256Hex(home).slice(0, 12)}`);
+    removeOrphanRunRoots(ROOT_RUN_PARENT, path);
     prepareRunRoot(path, 0o711);
+    writeFileSync(join(path, HOME_MARK), home, { mode: 0o600, flag: 'wx' });
     return plain(path);
   }
   const inHome = join(home, 'run');
@@ -137,6 +142,32 @@ export function claimRunRoot(home: string): RunRoot {
       rmSync(record, { force: true });
     },
   };
+}
+
+/**
+ * Run roots in /run whose data directory no longer exists: a daemon killed there is never
+ * started again on it, so its leftovers would stay until the next boot. Each run root names its
+ * data directory in `HOME_MARK`; one whose data directory exists is left to that directory's
+ * next daemon (it may be running now).
+ */
+function removeOrphanRunRoots(parent: string, own: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const path = join(parent, name);
+    if (path === own || !RUN_ROOT_NAME.test(name) || !isOwnDirectory(path)) continue;
+    let home: string;
+    try {
+      home = readFileSync(join(path, HOME_MARK), 'utf8');
+    } catch {
+      continue;
+    }
+    if (home.startsWith('/') && lstatOrNull(home) === null) rmSync(path, { recursive: true, force: true });
+  }
 }
 
 /** A fallback run root a dead run recorded: removed if it is still one of ours. */

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { claimRunRoot, collectOutputs, createStaging, prepareRunRoot, writeRequestFile, ROOT_RUN_PARENT } from '../../../src/launcher/attempt-dirs.js';
@@ -106,7 +107,17 @@ const IS_ROOT = process.getuid?.() === 0;
       expect(existsSync(legacy)).toBe(false);
       expect(readFileSync(victim, 'utf8')).toBe('root file');
       mkdirSync(join(first.path, 'dead-attempt'));
+      // Another data directory's run root: removed once that directory is gone, kept while it exists.
+      const gone = join(ROOT_RUN_PARENT, `fusion-${randomBytes(6).toString('hex')}`);
+      const kept = join(ROOT_RUN_PARENT, `fusion-${randomBytes(6).toString('hex')}`);
+      mkdirSync(gone);
+      writeFileSync(join(gone, '.home'), join(home, 'no-such-home'));
+      mkdirSync(kept);
+      writeFileSync(join(kept, '.home'), home);
       const second = claimRunRoot(home);
+      expect(existsSync(gone)).toBe(false);
+      expect(existsSync(kept)).toBe(true);
+      rmSync(kept, { recursive: true, force: true });
       expect(second.path).toBe(first.path);
       expect(existsSync(join(first.path, 'dead-attempt'))).toBe(false);
       second.remove();
