@@ -229,7 +229,7 @@ export interface ReaperInput {
   /** Removes this daemon's labelled containers whose task is not running; absent without Docker. */
   reapContainers?: (liveTaskIds: Set<string>) => Promise<string[]>;
   running: () => Set<string>;
-  /** Where Docker request scratch dirs, staging run roots and pack scratch dirs live. */
+  /** Where Docker request scratch dirs, pack scratch dirs and older builds' staging run roots live. */
   tmpDir: string;
   /** This daemon's own staging run root (never removed). */
   runRoot: string;
