@@ -138,7 +138,7 @@ export interface ShutdownReport {
   exitCode: 0 | 1;
   /** The step the shutdown was in when the deadline passed. */
   stuckAt?: string;
-  /** Task runs still under way at the deadline, with their state when the store answered in time. */
+  /** Task runs this daemon had not stopped and handed back by the deadline, with their state when the store answered in time. */
   abandonedTasks: Array<{ taskId: string; state: string }>;
   /** Research runs still under way at the deadline. */
   abandonedResearchRuns: number;
@@ -573,6 +573,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       // Active research runs are aborted: a queued job is retried by another daemon, a direct run fails.
       await step('stopping research runs', () => research.close().catch((err: unknown) => log.warn({ err }, 'research shutdown failed')));
       await step('stopping task runs', () => tasks.shutdown());
+      tasksStopped = true;
       rmSync(runRootPidFile(runRoot), { force: true });
       await step('stopping stage workers', () => stageWorkers.stop());
       await step('closing egress', () => guardedFetch.close());
@@ -581,9 +582,13 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
       await step('closing the store', () => store.close());
       closeStep = 'done';
     })());
-  /** The task runs still under way, each with its state if the store answers within a second. */
-  const abandonedTasks = async (): Promise<Array<{ taskId: string; state: string }>> => {
-    const ids = [...tasks.runningTaskIds()];
+  let tasksStopped = false;
+  /**
+   * The task runs whose stop had not finished by the deadline (a run that was aborted but whose
+   * job could not be handed back counts too), each with its state if the store answers within a second.
+   */
+  const abandonedTasks = async (atStop: readonly string[]): Promise<Array<{ taskId: string; state: string }>> => {
+    const ids = tasksStopped ? [] : [...new Set([...atStop, ...tasks.runningTaskIds()])];
     const unknown = 'unknown (the store did not answer)';
     return Promise.all(ids.map(async (taskId) => {
       let timer: NodeJS.Timeout | undefined;
@@ -599,6 +604,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
   };
   const stop = async (): Promise<ShutdownReport> => {
     const deadlineMs = config.shutdownTimeoutS * 1000;
+    const atStop = [...tasks.runningTaskIds()];
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
       close().then(() => false, (err: unknown) => {
@@ -611,7 +617,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
     ]);
     clearTimeout(timer);
     if (!timedOut) return { exitCode: 0, abandonedTasks: [], abandonedResearchRuns: 0 };
-    const report: ShutdownReport = { exitCode: 1, stuckAt: closeStep, abandonedTasks: await abandonedTasks(), abandonedResearchRuns: research.activeRuns() };
+    const report: ShutdownReport = { exitCode: 1, stuckAt: closeStep, abandonedTasks: await abandonedTasks(atStop), abandonedResearchRuns: research.activeRuns() };
     log.error(
       { deadlineS: config.shutdownTimeoutS, stuckAt: report.stuckAt, abandoned: report.abandonedTasks, abandonedResearchRuns: report.abandonedResearchRuns },
       'shutdown deadline passed: exiting with work abandoned (abandoned tasks stay unfinished and resume on another daemon once their leases expire, or at the next start)',
