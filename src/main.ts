@@ -327,6 +327,10 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
           concurrency: config.researchWorkerConcurrency,
           ...(config.researchLockMs !== undefined ? { lockDurationMs: config.researchLockMs } : {}),
           ...(config.researchStalledMs !== undefined ? { stalledIntervalMs: config.researchStalledMs } : {}),
+          // A PostgreSQL research database: runs hold leases, so the reconciler may re-add running runs too.
+          ...(pgStore !== undefined ? { leases: createPgLeases(pgStore.db, log) } : {}),
+          reconcileIntervalMs: config.queueReconcileMs,
+          reconcileGraceMs: Math.min(config.queueReconcileMs, 10_000),
           ...overrides.researchQueue,
         })
       : createDirectResearchDispatcher(executor);
