@@ -13,6 +13,9 @@ export interface PostgresServer {
   createDatabase(): Promise<string>;
   /** Fast shutdown, then the data directory is removed. */
   stop(): Promise<void>;
+  /** Fast shutdown keeping the data (a database outage); `resume` starts it again on the same port. */
+  halt(): Promise<void>;
+  resume(): Promise<void>;
 }
 export function startPostgres(): Promise<PostgresServer>;
 
@@ -21,5 +24,8 @@ export interface RedisProc {
   port: number;
   proc: ChildProcess;
   stop(): Promise<void>;
+  /** SIGKILL (no persistence: the data is gone); `resume` starts an empty server on the same port. */
+  kill(): Promise<void>;
+  resume(): Promise<void>;
 }
 export function startRedis(): Promise<RedisProc>;

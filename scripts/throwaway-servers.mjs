@@ -86,21 +86,34 @@ export async function startPostgres() {
   execFileSync(join(bin, 'initdb'), ['-D', data, '-U', 'fusion', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions'], {
     ...ids, stdio: ['ignore', 'ignore', 'pipe'], cwd: dir,
   });
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePort();
+  const launch = async (port) => {
     const proc = spawn(join(bin, 'postgres'), [
       '-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off',
       '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=200', '-c', 'shared_buffers=32MB',
     ], { ...ids, stdio: ['ignore', 'ignore', 'pipe'], cwd: dir });
     if (!(await waitReady(proc, 'stderr', 'ready to accept connections', 20_000))) {
       proc.kill('SIGKILL');
-      continue;
+      return undefined;
     }
     proc.stderr.resume();
+    return proc;
+  };
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    let proc = await launch(port);
+    if (proc === undefined) continue;
     const adminUrl = `postgres://fusion@127.0.0.1:${port}/postgres`;
     return {
       port,
       adminUrl,
+      /** Stops the server (fast shutdown: clients are disconnected), keeping its data (chaos tests). */
+      halt: () => stopper(proc, 'SIGINT')(),
+      /** Starts the halted server again on the same port and data. */
+      async resume() {
+        const next = await launch(port);
+        if (next === undefined) throw new Error(`postgres did not start again on port ${port}`);
+        proc = next;
+      },
       async createDatabase() {
         dbCounter += 1;
         const name = `fusion_${process.pid}_${dbCounter}`;
@@ -114,25 +127,44 @@ export async function startPostgres() {
         return `postgres://fusion@127.0.0.1:${port}/${name}`;
       },
       // SIGINT: PostgreSQL's fast shutdown (disconnects clients); then the directory goes.
-      stop: stopper(proc, 'SIGINT', () => rmSync(dir, { recursive: true, force: true })),
+      stop: () => stopper(proc, 'SIGINT', () => rmSync(dir, { recursive: true, force: true }))(),
     };
   }
   rmSync(dir, { recursive: true, force: true });
   throw new Error('could not start postgres on a loopback port');
 }
 
+async function launchRedis(port) {
+  const proc = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (!(await waitReady(proc, 'stdout', 'Ready to accept connections', 10_000))) {
+    proc.kill('SIGKILL');
+    return undefined;
+  }
+  proc.stdout.resume();
+  return proc;
+}
+
 export async function startRedis() {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
-    const proc = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    if (!(await waitReady(proc, 'stdout', 'Ready to accept connections', 10_000))) {
-      proc.kill('SIGKILL');
-      continue;
-    }
-    proc.stdout.resume();
-    return { url: `redis://127.0.0.1:${port}`, port, proc, stop: stopper(proc, 'SIGTERM') };
+    const first = await launchRedis(port);
+    if (first === undefined) continue;
+    const server = {
+      url: `redis://127.0.0.1:${port}`,
+      port,
+      proc: first,
+      stop: () => stopper(server.proc, 'SIGTERM')(),
+      /** SIGKILLs the server (no persistence: its data is gone); `resume` starts it again, empty. */
+      kill: () => stopper(server.proc, 'SIGKILL')(),
+      async resume() {
+        const next = await launchRedis(port);
+        if (next === undefined) throw new Error(`redis-server did not start again on port ${port}`);
+        server.proc = next;
+      },
+    };
+    return server;
   }
   throw new Error('could not start redis-server on a loopback port');
 }

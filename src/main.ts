@@ -13,6 +13,7 @@ import { DaemonConfigSchema, type DaemonConfig, type DaemonConfigInput } from '.
 import { openSqliteStore } from './store/sqlite-store.js';
 import { openPgStore, openResearchPgStore, type PgStore } from './store/pg-store.js';
 import { createPgSignals } from './store/pg-signals.js';
+import { createPgLeases } from './store/pg-leases.js';
 import { createTaskQueue } from './tasks/queue-dispatch.js';
 import type { ClusterSignals, TaskQueue } from './tasks/cluster-port.js';
 import { hostname } from 'node:os';
@@ -124,6 +125,24 @@ export interface Daemon {
   /** The TCP listener of the research API, when `listen` is configured. */
   tcp: { host: string; port: number } | null;
   close(): Promise<void>;
+  /**
+   * `close()` bounded by `shutdownTimeoutS` (SIGTERM/SIGINT): a stop ends in time whatever the
+   * database, Redis or a sandbox do. Past the deadline it logs what it abandoned and resolves
+   * with exit status 1; the abandoned runs stay non-terminal, so they resume elsewhere (expired
+   * leases) or at the next start.
+   */
+  stop(): Promise<ShutdownReport>;
+}
+
+export interface ShutdownReport {
+  /** 0 after a complete shutdown, 1 when the deadline passed first. */
+  exitCode: 0 | 1;
+  /** The step the shutdown was in when the deadline passed. */
+  stuckAt?: string;
+  /** Task runs this daemon had not stopped and handed back by the deadline, with their state when the store answered in time. */
+  abandonedTasks: Array<{ taskId: string; state: string }>;
+  /** Research runs still under way at the deadline. */
+  abandonedResearchRuns: number;
 }
 
 export const RESEARCH_RESTART_MESSAGE = 'The daemon restarted before the research run finished.';
@@ -323,6 +342,10 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
           concurrency: config.researchWorkerConcurrency,
           ...(config.researchLockMs !== undefined ? { lockDurationMs: config.researchLockMs } : {}),
           ...(config.researchStalledMs !== undefined ? { stalledIntervalMs: config.researchStalledMs } : {}),
+          // A PostgreSQL research database: runs hold leases, so the reconciler may re-add running runs too.
+          ...(pgStore !== undefined ? { leases: createPgLeases(pgStore.db, log) } : {}),
+          reconcileIntervalMs: config.queueReconcileMs,
+          reconcileGraceMs: Math.min(config.queueReconcileMs, 10_000),
           ...overrides.researchQueue,
         })
       : createDirectResearchDispatcher(executor);
@@ -397,6 +420,11 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
       redisUrl: config.redisUrl, clusterId: await pgStore.clusterId(), log, concurrency: config.taskConcurrency,
       ...(config.taskLeaseMs !== undefined ? { lockDurationMs: config.taskLeaseMs } : {}),
       ...(config.taskStalledCheckMs !== undefined ? { stalledIntervalMs: config.taskStalledCheckMs } : {}),
+      // Redis may lose jobs: runs hold database leases, and the reconciler re-adds lost jobs.
+      leases: createPgLeases(pgStore.db, log),
+      unfinished: () => store.listNonTerminalTasks(),
+      reconcileIntervalMs: config.queueReconcileMs,
+      reconcileGraceMs: Math.min(config.queueReconcileMs, 10_000),
     });
     cluster = { queue, signals: await createPgSignals(pgStore.db, log), daemonId };
     const cache = await createBundleCache({ dir: paths.bundlesDir, store, maxBytes: config.bundleMaxBytes, log: log.child({ component: 'bundles' }) });
@@ -548,6 +576,77 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
   if (tcp) log.info({ host: tcp.host, port: tcp.port }, 'research API listening on TCP (only /api/v1/research and /v1/health)');
 
   let closing: Promise<void> | undefined;
+  let closeStep = 'not started';
+  const step = async (name: string, work: () => Promise<unknown> | unknown): Promise<void> => {
+    closeStep = name;
+    await work();
+  };
+  const close = (): Promise<void> =>
+    (closing ??= (async () => {
+      log.info({}, 'fusion daemon shutting down');
+      await step('closing the listeners', async () => {
+        if (tcp) await closeServer(tcp.server);
+        await closeServer(server, config.socketPath);
+      });
+      await step('stopping maintenance', () => maintenance.stop());
+      // Active research runs are aborted: a queued job is retried by another daemon, a direct run fails.
+      await step('stopping research runs', () => research.close().catch((err: unknown) => log.warn({ err }, 'research shutdown failed')));
+      await step('stopping task runs', () => tasks.shutdown());
+      tasksStopped = true;
+      await step('stopping stage workers', () => stageWorkers.stop());
+      await step('closing egress', () => guardedFetch.close());
+      await step('closing the research store', () => researchSql.close());
+      await step('closing cluster signals', () => cluster?.signals.close());
+      await step('closing the store', () => store.close());
+      // Last: nothing of this run is left in the run root, and the data directory is free.
+      await step('releasing the data directory', async () => {
+        owned.runRoot.remove();
+        await owned.lock.release();
+      });
+      closeStep = 'done';
+    })());
+  let tasksStopped = false;
+  /**
+   * The task runs whose stop had not finished by the deadline (a run that was aborted but whose
+   * job could not be handed back counts too), each with its state if the store answers within a second.
+   */
+  const abandonedTasks = async (atStop: readonly string[]): Promise<Array<{ taskId: string; state: string }>> => {
+    const ids = tasksStopped ? [] : [...new Set([...atStop, ...tasks.runningTaskIds()])];
+    const unknown = 'unknown (the store did not answer)';
+    return Promise.all(ids.map(async (taskId) => {
+      let timer: NodeJS.Timeout | undefined;
+      const state = await Promise.race([
+        store.getTask(taskId).then((t) => t?.state ?? unknown, () => unknown),
+        new Promise<string>((r) => {
+          timer = setTimeout(() => r(unknown), 1000);
+        }),
+      ]);
+      clearTimeout(timer);
+      return { taskId, state };
+    }));
+  };
+  const stop = async (): Promise<ShutdownReport> => {
+    const deadlineMs = config.shutdownTimeoutS * 1000;
+    const atStop = [...tasks.runningTaskIds()];
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      close().then(() => false, (err: unknown) => {
+        log.error({ err, step: closeStep }, 'shutdown step failed');
+        return false;
+      }),
+      new Promise<true>((r) => {
+        timer = setTimeout(() => r(true), deadlineMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!timedOut) return { exitCode: 0, abandonedTasks: [], abandonedResearchRuns: 0 };
+    const report: ShutdownReport = { exitCode: 1, stuckAt: closeStep, abandonedTasks: await abandonedTasks(atStop), abandonedResearchRuns: research.activeRuns() };
+    log.error(
+      { deadlineS: config.shutdownTimeoutS, stuckAt: report.stuckAt, abandoned: report.abandonedTasks, abandonedResearchRuns: report.abandonedResearchRuns },
+      'shutdown deadline passed: exiting with work abandoned (abandoned tasks stay unfinished and resume on another daemon once their leases expire, or at the next start)',
+    );
+    return report;
+  };
   return {
     config,
     tasks,
@@ -559,23 +658,7 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
     signingKey,
     maintenance,
     tcp: tcp ? { host: tcp.host, port: tcp.port } : null,
-    close: () =>
-      (closing ??= (async () => {
-        log.info({}, 'fusion daemon shutting down');
-        if (tcp) await closeServer(tcp.server);
-        await closeServer(server, config.socketPath);
-        await maintenance.stop();
-        // Active research runs are aborted: a queued job is retried by another daemon, a direct run fails.
-        await research.close().catch((err: unknown) => log.warn({ err }, 'research shutdown failed'));
-        await tasks.shutdown();
-        await stageWorkers.stop();
-        await guardedFetch.close();
-        await researchSql.close();
-        await cluster?.signals.close();
-        await store.close();
-        // Last: nothing of this run is left in the run root, and the data directory is free.
-        owned.runRoot.remove();
-        await owned.lock.release();
-      })()),
+    close,
+    stop,
   };
 }

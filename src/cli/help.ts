@@ -62,7 +62,8 @@ FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRES
 Research runs: REDIS_URL (BullMQ queue research-runs, prefixed by the research database's cluster id; unset → runs execute in the create request),
 RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
 (BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
-Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work.
+Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work;
+FUSION_QUEUE_RECONCILE_MS (default 15000): how often each daemon re-adds the queue jobs Redis lost.
 Input is validated before any daemon is contacted.
 Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
 fetch: 3 refused by policy, 4 other fetch failure.
@@ -73,7 +74,9 @@ const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET
 export const COMMAND_HELP: Readonly<Record<string, string>> = {
   daemon: `Usage:
 ${DAEMON_USAGE}
-Runs the supervisor daemon in the foreground until SIGTERM/SIGINT. --resolve and --allow-cidr
+Runs the supervisor daemon in the foreground until SIGTERM/SIGINT. The stop takes at most
+FUSION_SHUTDOWN_TIMEOUT_S (default 30) seconds: past it the daemon exits 1, logging the runs it
+abandoned (they resume later); a second signal exits at once. --resolve and --allow-cidr
 are the egress admin seams (announced at start-up). --listen serves the research API (and only it)
 over TCP; a non-loopback address also needs --listen-public (keys would cross the network in clear). Models come from --models-file (or
 FUSION_MODELS_FILE) and the model flags; with none, every stage uses the builtin engine.

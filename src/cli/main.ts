@@ -9,7 +9,7 @@ import { createLogger } from '../log.js';
 import type { Workflow } from '../contracts/constants.js';
 import { SANDBOX_CHOICES } from '../contracts/task-options.js';
 import { DELIVERY_MODES } from '../contracts/api.js';
-import { buildConfig, startDaemon, type Daemon } from '../main.js';
+import { buildConfig, startDaemon, type Daemon, type ShutdownReport } from '../main.js';
 import { runMcpCommand } from './mcp-command.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
@@ -93,14 +93,26 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
   if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
   if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
-  await new Promise<void>((resolve) => {
+  const report = await new Promise<ShutdownReport>((resolve) => {
+    let stopping = false;
     const stop = (signal: string): void => {
-      daemon.log.info({ signal }, 'signal received');
-      void daemon.close().then(resolve, resolve);
+      // A second signal while stopping ends the process now (the runs stay resumable, as at the deadline).
+      if (stopping) {
+        daemon.log.error({ signal, abandoned: [...daemon.tasks.runningTaskIds()] }, 'second signal during shutdown: exiting now');
+        process.exit(1);
+      }
+      stopping = true;
+      daemon.log.info({ signal, deadlineS: config.shutdownTimeoutS }, 'signal received');
+      void daemon.stop().then(resolve);
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
   });
+  if (report.exitCode !== 0) {
+    io.stderr(`fusion daemon: shutdown deadline (${config.shutdownTimeoutS} s) passed while ${report.stuckAt ?? 'stopping'}; abandoned ${report.abandonedTasks.length} task run(s) and ${report.abandonedResearchRuns} research run(s), which resume later\n`);
+    // Whatever still holds the event loop (a connection that never answers) must not keep it.
+    process.exit(report.exitCode);
+  }
   return 0;
 }
 

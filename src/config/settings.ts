@@ -77,6 +77,8 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
   const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
   const leaseMs = intFrom(env.FUSION_TASK_LEASE_MS);
   const stalledCheckMs = intFrom(env.FUSION_TASK_STALLED_CHECK_MS);
+  const reconcileMs = intFrom(env.FUSION_QUEUE_RECONCILE_MS);
+  const shutdownTimeoutS = intFrom(env.FUSION_SHUTDOWN_TIMEOUT_S);
   const daemonId = env.FUSION_DAEMON_ID?.trim();
   const bundleMaxMb = intFrom(env.FUSION_BUNDLE_MAX_MB);
   const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
@@ -94,6 +96,8 @@ export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput
     ...(databaseUrl ? { databaseUrl } : {}),
     ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
     ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
+    ...(reconcileMs !== undefined ? { queueReconcileMs: reconcileMs } : {}),
+    ...(shutdownTimeoutS !== undefined ? { shutdownTimeoutS } : {}),
     ...(daemonId ? { daemonId } : {}),
     ...(bundleMaxMb !== undefined ? { bundleMaxBytes: bundleMaxMb * 1024 * 1024 } : {}),
     ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),

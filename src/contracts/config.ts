@@ -76,6 +76,16 @@ export const DaemonConfigSchema = z
      */
     taskLeaseMs: z.number().int().min(500).max(600_000).optional(),
     taskStalledCheckMs: z.number().int().min(500).max(600_000).optional(),
+    /**
+     * Cluster mode: how often (ms) each daemon compares the database's unfinished tasks with the
+     * queues and re-adds the job of a task that has neither a job nor a live run (Redis lost it).
+     */
+    queueReconcileMs: z.number().int().min(500).max(3_600_000).default(15_000),
+    /**
+     * How long (s) a stop (SIGTERM/SIGINT) may take: past it the daemon exits anyway, naming the
+     * runs it abandoned (they stay resumable), with exit status 1.
+     */
+    shutdownTimeoutS: z.number().int().min(1).max(3600).default(30),
     /** Cluster mode: the cap on a task's repository bundle (the packed archive), bytes; default 256 MiB. */
     bundleMaxBytes: z.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(256 * 1024 * 1024),
     /** Names this daemon in cluster events; default host name and pid. */

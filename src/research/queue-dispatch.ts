@@ -5,6 +5,12 @@
  * a Worker, so they share the work; a job is active on one worker at a time (BullMQ's lock), and
  * the run's claim in the shared store is the second guard. When a worker dies mid-run its lock
  * expires, the job stalls back to waiting, and the next worker re-claims the `running` run.
+ *
+ * Redis may lose jobs (docs/operations.md#cluster-mode): a reconciler re-adds the job of every
+ * unfinished run that has none. A `queued` run is safe to re-add (its claim is a compare-and-set);
+ * a `running` one only with run leases (a PostgreSQL research database): a run executes under
+ * its lease, so a run whose job is gone and whose lease no live daemon holds was abandoned, and
+ * its new job may re-claim it.
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import { FusionError } from '../errors.js';
@@ -13,6 +19,7 @@ import type { ResearchRunStore } from '../store/research-port.js';
 import { DISPATCH_FAILED_MESSAGE, type ResearchDispatcher } from './dispatch.js';
 import type { RunExecutor } from './run-executor.js';
 import { addWithin, bullConnection, clusterQueuePrefix, waitQueueReady } from '../queue/bullmq-shared.js';
+import type { RunLeases } from '../store/signals-port.js';
 
 export const RESEARCH_QUEUE = 'research-runs';
 
@@ -45,11 +52,25 @@ export interface QueueDispatchOptions {
   addTimeoutMs?: number;
   /** Test seam: replaces `queue.add` (to make it throw). */
   add?: (queue: Queue, runId: string) => Promise<unknown>;
+  /** Run leases (PostgreSQL research database): without them only `queued` runs are reconciled. */
+  leases?: RunLeases;
+  /** How often the reconciler compares the unfinished runs with the queue (default 15 s). */
+  reconcileIntervalMs?: number;
+  /** How long a run must have been seen without a job (and lease) before its job is added again (default 10 s). */
+  reconcileGraceMs?: number;
 }
 
 interface JobData {
   runId: string;
+  /** Added by the reconciler for a `running` run nobody runs: the first attempt may re-claim it. */
+  reclaim?: boolean;
 }
+
+/** Job states in which the job will still run (or runs now). */
+const LIVE_JOB_STATES: ReadonlySet<string> = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
+
+/** The lease key of a research run (task ids and run ids share the lease namespace). */
+const leaseId = (runId: string): string => `research-run:${runId}`;
 
 export async function createQueueDispatcher(options: QueueDispatchOptions): Promise<ResearchDispatcher> {
   const log = options.log.child({ component: 'research-queue' });
@@ -57,12 +78,27 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
   const prefix = clusterQueuePrefix(options.clusterId);
   const queue = new Queue<JobData>(RESEARCH_QUEUE, { connection, prefix });
   queue.on('error', (err) => log.warn({ err }, 'research queue connection error'));
+  const leases = options.leases;
+  leases?.onLost((id) => {
+    if (id.startsWith('research-run:')) options.executor.abort(id.slice('research-run:'.length));
+  });
   const processor = async (job: Job<JobData>): Promise<void> => {
     // A job that already started once (stalled after its worker died, or failed and retried)
-    // may find its run `running`: only then is a re-claim allowed.
-    const reclaim = job.attemptsStarted > 1 || job.attemptsMade > 0;
+    // may find its run `running`: only then is a re-claim allowed (or when the reconciler
+    // re-added the job of an abandoned running run).
+    const reclaim = job.attemptsStarted > 1 || job.attemptsMade > 0 || job.data.reclaim === true;
     const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    await options.executor.execute(job.data.runId, { reclaim, finalAttempt });
+    const runId = job.data.runId;
+    // A second job of a run already running (re-added after Redis lost the first) runs nothing.
+    if (leases !== undefined && !(await leases.acquire(leaseId(runId)))) {
+      log.info({ runId }, 'research run is already running under its lease; this job ends without running it');
+      return;
+    }
+    try {
+      await options.executor.execute(runId, { reclaim, finalAttempt });
+    } finally {
+      await leases?.release(leaseId(runId)).catch((err: unknown) => log.warn({ runId, err }, 'research run lease release failed'));
+    }
   };
   const worker = new Worker<JobData>(RESEARCH_QUEUE, processor, {
     connection,
@@ -76,6 +112,61 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
   await waitQueueReady(queue as Queue, worker as Worker, 'the research queue');
   const add = options.add ?? ((q: Queue, runId: string) => q.add('research-run', { runId }, { jobId: runId, ...RESEARCH_JOB_OPTIONS }));
   const addTimeoutMs = options.addTimeoutMs ?? 10_000;
+
+  const graceMs = options.reconcileGraceMs ?? 10_000;
+  const suspects = new Map<string, number>();
+  const reconcileOnce = async (): Promise<number> => {
+    const runs = (await options.store.listUnfinished()).filter((r) => r.status === 'queued' || leases !== undefined);
+    const leased = leases === undefined ? new Set<string>() : await leases.held(runs.map((r) => leaseId(r.id)));
+    const now = Date.now();
+    const seen = new Set<string>();
+    let requeued = 0;
+    for (const run of runs) {
+      if (leased.has(leaseId(run.id))) continue;
+      const state = await queue.getJobState(run.id);
+      if (LIVE_JOB_STATES.has(state)) continue;
+      seen.add(run.id);
+      const first = suspects.get(run.id);
+      if (first === undefined) {
+        suspects.set(run.id, now);
+        continue;
+      }
+      if (now - first < graceMs) continue;
+      if (state !== 'unknown') await queue.remove(run.id);
+      const reclaim = run.status === 'running';
+      await addWithin(() => queue.add('research-run', { runId: run.id, ...(reclaim ? { reclaim } : {}) }, { jobId: run.id, ...RESEARCH_JOB_OPTIONS }), addTimeoutMs);
+      suspects.delete(run.id);
+      requeued++;
+      log.warn({ runId: run.id, status: run.status, jobState: state === 'unknown' ? 'missing' : state }, 'unfinished research run had no queue job and no live run: its job was added again');
+    }
+    for (const id of suspects.keys()) if (!seen.has(id)) suspects.delete(id);
+    return requeued;
+  };
+  let reconciling: Promise<number> | undefined;
+  const reconcile = (): Promise<number> =>
+    (reconciling ??= reconcileOnce()
+      .catch((err: unknown) => {
+        log.warn({ err }, 'research queue reconciliation failed; retried at the next pass');
+        return 0;
+      })
+      .finally(() => {
+        reconciling = undefined;
+      }));
+  const timers = new Set<NodeJS.Timeout>();
+  const later = (ms: number): void => {
+    const t = setTimeout(() => {
+      timers.delete(t);
+      void reconcile();
+    }, ms);
+    t.unref();
+    timers.add(t);
+  };
+  const interval = setInterval(() => void reconcile(), options.reconcileIntervalMs ?? 15_000);
+  interval.unref();
+  (await queue.client).on('ready', () => {
+    later(1000);
+    later(1000 + graceMs);
+  });
 
   return {
     mode: 'queue',
@@ -104,9 +195,12 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
     },
     activeRuns: () => options.executor.activeRuns,
     async close() {
+      clearInterval(interval);
+      for (const t of timers) clearTimeout(t);
       options.executor.abortAll();
       await worker.close();
       await queue.close();
+      await leases?.close();
     },
   };
 }

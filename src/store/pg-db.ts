@@ -25,6 +25,19 @@ const TYPES = {
 
 const PG_CONSTRAINTS: Record<string, ConstraintKind> = { '23505': 'unique', '23503': 'foreign_key' };
 
+const NETWORK_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * The server could not be reached or went away (a restart, a network loss), as opposed to a
+ * statement it refused: SQLSTATE class 08, the shutdown codes 57P01–57P03, socket errors, and
+ * node-postgres's own messages for a lost or never-made connection. `details.unreachable`
+ * lets a caller wait for the database instead of failing the work (docs/operations.md#cluster-mode).
+ */
+function isUnreachable(code: unknown, message: string): boolean {
+  if (typeof code === 'string' && (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || NETWORK_CODES.has(code))) return true;
+  return /Connection terminated|connection error|timeout exceeded when trying to connect|Connection refused/iu.test(message);
+}
+
 function wrapError(err: unknown, action: string): FusionError {
   if (err instanceof FusionError) return err;
   const message = err instanceof Error ? err.message : String(err);
@@ -32,6 +45,7 @@ function wrapError(err: unknown, action: string): FusionError {
   const details: Record<string, unknown> = typeof code === 'string' ? { pgCode: code } : {};
   const constraint = typeof code === 'string' ? PG_CONSTRAINTS[code] : undefined;
   if (constraint !== undefined) details.constraint = constraint;
+  if (isUnreachable(code, message)) details.unreachable = true;
   return new FusionError('store_error', `store ${action} failed: ${message}`, { cause: err, details });
 }
 

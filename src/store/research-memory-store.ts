@@ -99,6 +99,9 @@ export function createMemoryResearchStore(): ResearchRunStore {
       }
       return ids;
     },
+    async listUnfinished() {
+      return [...runs.values()].filter((r) => r.status === 'queued' || r.status === 'running').map((r) => ({ id: r.id, status: r.status as 'queued' | 'running' }));
+    },
     async getDocument(runId) {
       const d = documents.get(runId);
       return d === undefined ? null : copy(d);

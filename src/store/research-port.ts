@@ -98,6 +98,8 @@ export interface ResearchRunStore {
   cancelRun(id: string): Promise<{ run: ResearchRunRecord; changed: boolean } | null>;
   /** queued|running → failed with `error`, for every such run (start-up recovery); returns their ids. */
   failUnfinished(error: string): Promise<string[]>;
+  /** Every queued or running run, oldest first (the research queue's reconciler compares them with the queue). */
+  listUnfinished(): Promise<Array<{ id: string; status: 'queued' | 'running' }>>;
   getDocument(runId: string): Promise<ResearchDocumentRecord | null>;
   listSnapshots(runId: string): Promise<ResearchSnapshotRecord[]>;
   close(): Promise<void>;

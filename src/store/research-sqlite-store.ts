@@ -175,6 +175,10 @@ export class ResearchSqlStoreImpl implements ResearchSqliteStore {
     return rows.map((r) => r.id);
   }
 
+  async listUnfinished(): Promise<Array<{ id: string; status: 'queued' | 'running' }>> {
+    return this.db.all<{ id: string; status: 'queued' | 'running' }>(`SELECT id, status FROM research_runs WHERE status IN ('queued', 'running') ORDER BY created_at, id`);
+  }
+
   async getDocument(runId: string): Promise<ResearchDocumentRecord | null> {
     const row = await this.db.get<ResearchDocumentRow>(
       `SELECT id, run_id, workspace_id, name, mime_type, tags, source_uri, indexing_status, status, enabled, content, created_at

@@ -26,4 +26,4 @@ export interface TaskQueue {
   queued(): Promise<number>;
 }
 
-export type { ClusterSignals } from '../store/signals-port.js';
+export type { ClusterSignals, RunLeases } from '../store/signals-port.js';

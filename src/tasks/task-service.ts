@@ -460,6 +460,12 @@ export class TaskService {
       }
       const fe = toFusionError(err);
       if (fe.code === 'cancelled' || (ac.signal.aborted && ac.signal.reason === 'cancel')) return;
+      // Cluster mode: a database that went away is an interruption, not the task's failure; the
+      // task stays unfinished and the queue reconciler gives it to a daemon once it is back.
+      if (this.deps.cluster !== undefined && fe.code === 'store_error' && fe.details?.unreachable === true) {
+        this.log.warn({ taskId: task.id, err: fe }, 'the database went away mid-run; the task is left unfinished and resumes once it is back');
+        return;
+      }
       await this.fail(task.id, fe);
     }
   }

@@ -19,6 +19,7 @@ export interface ClusterEngines {
   cleanups: Array<() => Promise<void> | void>;
   pg(): PostgresServer;
   redisUrl(): string;
+  redis(): RedisProc;
 }
 
 /** Registers the file's beforeAll/afterAll: servers up first; cleanups (newest first), then the servers, last. */
@@ -42,6 +43,7 @@ export function useClusterEngines(): ClusterEngines {
     cleanups,
     pg: () => pgServer ?? (() => { throw new Error('PostgreSQL is not started'); })(),
     redisUrl: () => redis?.url ?? (() => { throw new Error('Redis is not started'); })(),
+    redis: () => redis ?? (() => { throw new Error('Redis is not started'); })(),
   };
 }
 
@@ -50,6 +52,8 @@ export interface ClusterDaemon {
   socket: string;
   home: string;
   lines: () => string[];
+  /** Its stderr (the daemon's log) so far. */
+  log: () => string;
   exited: Promise<void>;
 }
 
@@ -95,5 +99,5 @@ export async function spawnClusterDaemon(
       reject(new Error(`cluster daemon ${id} exited before READY: ${err}`));
     });
   });
-  return { proc, socket, home, lines: () => out.split('\n').filter(Boolean), exited };
+  return { proc, socket, home, lines: () => out.split('\n').filter(Boolean), log: () => err, exited };
 }

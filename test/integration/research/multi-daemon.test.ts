@@ -130,4 +130,26 @@ describe.runIf(withRedis)('two daemons on one Redis and one research database', 
     }
     await stop(b);
   });
+
+  // Last: it restarts the file's Redis.
+  it('Redis killed and restarted empty: a queued run whose job was lost runs once, re-added by the reconciler', async () => {
+    // One run at a time, each crawl held 3 s: the second run waits in the queue when Redis goes.
+    const a = await spawnDaemon('lost', shared, redis.url, { CRAWL_DELAY_MS: '3000', RESEARCH_CONCURRENCY: '1', RECONCILE_MS: '1000' });
+    procs.push(a);
+    const paths = ['/lost-0', '/lost-1'];
+    const ids: string[] = [];
+    for (const [i, path] of paths.entries()) {
+      const created = await api(a.base, 'POST', '/api/v1/research', { key, idem: `lost-${i}`, body: { query: 'lost', sourceUrls: [`http://${ORIGIN_HOST}:${origin.port}${path}`] } });
+      expect(created.status).toBe(202);
+      ids.push(created.body.run.id as string);
+    }
+    await pollRun(a.base, key, ids[0]!, (r) => r.status === 'running', 15_000);
+    expect((await pollRun(a.base, key, ids[1]!, () => true, 1000)).status).toBe('queued');
+    await redis.kill();
+    await redis.resume();
+    for (const id of ids) expect((await pollRun(a.base, key, id, TERMINAL, 30_000)).status).toBe('succeeded');
+    for (const path of paths) expect(origin.requests.filter((u) => u === path), path).toHaveLength(1);
+    expect(a.stderr()).toContain('its job was added again');
+    await stop(a);
+  });
 });
