@@ -139,7 +139,7 @@ describe('web search against the provider fakes', () => {
 
   it('a provider that echoes the key gets it redacted from the error', async () => {
     brave.mode = 'echo-key';
-    const err = await searcher(braveEnv()).search('q').catch((e: unknown) => e as Error);
+    const err = (await searcher(braveEnv()).search('q').catch((e: unknown) => e)) as Error;
     expect((err as { code?: string }).code).toBe('search_failed');
     expect(JSON.stringify({ message: err.message, details: (err as { details?: unknown }).details })).not.toContain(SEARCH_KEY);
     expect(logLines.join('\n')).not.toContain(SEARCH_KEY);
