@@ -79,7 +79,8 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
 
   return {
     mode: 'queue',
-    claimOnCreate: null,
+    // Queued until a worker claims it.
+    create: (_workspaceId, create) => create(),
     async dispatch(run) {
       try {
         await addWithin(() => add(queue as Queue, run.id), addTimeoutMs);

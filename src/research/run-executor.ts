@@ -70,6 +70,11 @@ export class RunExecutor {
     for (const controller of this.active.values()) controller.abort(new ShutdownAbort('the daemon is shutting down'));
   }
 
+  /** Fails a run that never started (still `queued`): the daemon is shutting down. */
+  failQueued(runId: string, message: string): Promise<ResearchRunRecord | null> {
+    return this.options.store.failRun(runId, 'queued', message);
+  }
+
   /** Returns the run as it ended, or null when it was not claimable (already taken, canceled, terminal). */
   async execute(runId: string, opts: ExecuteOptions): Promise<ResearchRunRecord | null> {
     const { store, crawler } = this.options;
