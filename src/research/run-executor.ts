@@ -1,7 +1,8 @@
 /**
  * Executes one research run: claim it (queued → running, or a re-claim of a retried job), crawl
  * under an AbortController, then persist the snapshots and the document (running → succeeded)
- * or the failure (running → failed). Every write is a compare-and-set on the status, so a cancel
+ * or the failure (running → failed; also when no page was collected because every URL was
+ * skipped). Every write is a compare-and-set on the status, so a cancel
  * that lands meanwhile wins and the late result is dropped: exactly one terminal state.
  *
  * A cancel aborts the crawl directly when it reaches this daemon; a cancel through another
@@ -33,6 +34,18 @@ export interface ExecuteOptions {
   claimed?: ResearchRunRecord;
   /** With `claimed`: re-read the run first (it waited for a slot, and may have been canceled meanwhile). */
   recheck?: boolean;
+}
+
+/** Skips named in the message of a run that collected no page (the run's crawl report lists them all). */
+export const NO_PAGE_SKIPS_NAMED = 5;
+
+/** `The research run collected no page: every URL was skipped (N): URL: reason; …`. */
+export function noPageMessage(report: RunCompletion['crawlReport']): string {
+  const total = report.skipped.length + (report.skippedOmitted ?? 0);
+  if (total === 0) return `The research run collected no page${report.stoppedBy === undefined ? '' : ` (stopped: ${report.stoppedBy})`}.`;
+  const named = report.skipped.slice(0, NO_PAGE_SKIPS_NAMED).map((s) => `${s.url.slice(0, 200)}: ${s.reason.slice(0, 200)}`);
+  const more = total - named.length;
+  return `The research run collected no page: every URL was skipped (${String(total)}): ${named.join('; ')}${more > 0 ? `; and ${String(more)} more (see run.crawl)` : ''}.`;
 }
 
 /** Marks a shutdown abort, so the executor leaves the run for a retry instead of failing it. */
@@ -129,6 +142,13 @@ export class RunExecutor {
         const fe = toFusionError(err);
         this.log.info({ runId, code: fe.code, err: fe }, 'research run failed');
         return (await store.failRun(runId, 'running', fe.message)) ?? (await store.getRun(runId));
+      }
+      if (completion.snapshots.length === 0) {
+        // Nothing collected is not a result: the run fails, naming why every URL was skipped,
+        // and keeps its crawl report (docs/behaviour.md#g6).
+        const message = noPageMessage(completion.crawlReport);
+        this.log.info({ runId, skipped: completion.crawlReport.skipped.length }, 'research run collected no page; failed');
+        return (await store.failRun(runId, 'running', message, completion.crawlReport)) ?? (await store.getRun(runId));
       }
       const done = await store.completeRun(runId, completion);
       if (done === null) {

@@ -42,7 +42,8 @@ function gatedCrawler(): Crawler & Gate {
       } finally {
         crawling.delete(request.runId);
       }
-      return { snapshots: [], skipped: [], robots: [], userAgent: 'TestBot' };
+      const page = { url: request.sourceUrls[0]!, canonicalUrl: request.sourceUrls[0]!, finalUrl: null, httpStatus: 200, contentType: 'text/plain', bytes: 1, sha256: null, fetchedAt: new Date().toISOString(), content: 'x' };
+      return { snapshots: [page], skipped: [], robots: [], userAgent: 'TestBot' };
     },
   };
 }
