@@ -18,6 +18,7 @@ const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox au
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]
                 [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)
                 [--research-store sqlite|memory] [--research-db FILE] [--research-user-agent UA]
+                [--research-queue-prefix bull|cluster|PREFIX]   Redis prefix of the research-runs queue (default bull)
                 [--database-url postgres://…]            cluster mode: state and artefacts in PostgreSQL
 `;
 
@@ -61,7 +62,7 @@ anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTH
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL,
 FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRESS_ALLOW_CIDRS.
-Research runs: REDIS_URL (BullMQ queue research-runs, prefixed by the research database's cluster id; unset → runs execute in the create request),
+Research runs: REDIS_URL (BullMQ queue bull:research-runs; FUSION_RESEARCH_QUEUE_PREFIX like --research-queue-prefix; unset → runs execute in the create request),
 RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
 (BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
 Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work.

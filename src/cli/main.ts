@@ -53,6 +53,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'research-db': { value: true },
   'database-url': { value: true },
   'research-user-agent': { value: true },
+  'research-queue-prefix': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   ...DAEMON_FLAGS,
