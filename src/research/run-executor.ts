@@ -13,6 +13,7 @@ import type { Logger } from '../log.js';
 import type { Crawler, CrawlOutcome, ResearchDocumentText } from './crawl/port.js';
 import type { ResearchRunRecord, ResearchRunStore, RunCompletion } from '../store/research-port.js';
 import { researchDocumentId } from './run-id.js';
+import { SHUTDOWN_MESSAGE } from './dispatch.js';
 
 export type DocumentBuilder = (run: { id: string; query: string }, outcome: CrawlOutcome) => ResearchDocumentText;
 
@@ -32,8 +33,6 @@ export interface ExecuteOptions {
   finalAttempt: boolean;
   /** The run, already claimed by this caller (created claimed): no separate claim. */
   claimed?: ResearchRunRecord;
-  /** With `claimed`: re-read the run first (it waited for a slot, and may have been canceled meanwhile). */
-  recheck?: boolean;
 }
 
 /** Skips named in the message of a run that collected no page (the run's crawl report lists them all). */
@@ -95,7 +94,7 @@ export class RunExecutor {
     if (this.shuttingDown) {
       // A run that reaches the executor after abortAll (it was waiting for a slot) never starts.
       const abort = new ShutdownAbort('the daemon is shutting down');
-      if (opts.finalAttempt) await store.failRun(runId, 'running', 'The daemon shut down before the research run finished.').catch(() => undefined);
+      if (opts.finalAttempt) await store.failRun(runId, 'running', SHUTDOWN_MESSAGE).catch(() => undefined);
       throw abort;
     }
     // Registered before the claim, so a cancel arriving right after the claim commits finds it.
@@ -103,17 +102,7 @@ export class RunExecutor {
     this.active.set(runId, controller);
     let run: ResearchRunRecord | null;
     try {
-      if (opts.claimed !== undefined && opts.recheck === true) {
-        const current = await store.getRun(runId);
-        if (current?.status !== 'running') {
-          this.active.delete(runId);
-          this.log.debug({ runId, status: current?.status }, 'research run no longer running after waiting for a slot; skipped');
-          return current;
-        }
-        run = current;
-      } else {
-        run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim));
-      }
+      run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim));
     } catch (err) {
       this.active.delete(runId);
       throw err;
@@ -159,7 +148,7 @@ export class RunExecutor {
       return done;
     } catch (err) {
       if (opts.finalAttempt) {
-        const message = err instanceof ShutdownAbort ? 'The daemon shut down before the research run finished.' : toFusionError(err).message;
+        const message = err instanceof ShutdownAbort ? SHUTDOWN_MESSAGE : toFusionError(err).message;
         await store.failRun(runId, 'running', message).catch(() => undefined);
       }
       throw err;
