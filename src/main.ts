@@ -302,7 +302,7 @@ export async function startDaemon(config: DaemonConfig, overrides: DaemonOverrid
           redisUrl: config.redisUrl,
           // The research database's cluster: daemons sharing it share the queue, others never take its jobs.
           clusterId: await researchSql.clusterId(),
-          // The seed's bull:research-runs for a single install; the cluster's own prefix in cluster mode.
+          // BullMQ's own bull:research-runs for a single install, the cluster's prefix in cluster mode (docs/operations.md#research-queue-name).
           queuePrefix: config.researchQueuePrefix ?? (config.databaseUrl !== undefined ? 'cluster' : 'bull'),
           store: runStore,
           executor,

@@ -3,7 +3,7 @@
  * `--research-queue-prefix cluster` the research queue lives under each research database's
  * cluster prefix (`fusion-<cluster id>`), so a daemon never takes a research job of another
  * cluster (whose run its database does not hold). With the default prefix the queue is the
- * seed's `bull:research-runs`, and a second research database on it is refused at start.
+ * BullMQ default `bull:research-runs` (docs/behaviour.md#g5), and a second research database on it is refused at start.
  * Real redis-server, queue dispatchers in this process with recording executors.
  */
 import { afterAll, beforeAll, expect, it, describe } from 'vitest';
@@ -84,18 +84,18 @@ describe.runIf(withRedis)('research queue: two clusters on one Redis', () => {
       code: 'invalid_config',
       message: expect.stringContaining('the research queue bull:research-runs on this Redis belongs to another research database (cluster c0ffee00000000aa); give this daemon --research-queue-prefix cluster'),
     });
-    // A BullMQ tool that knows only the seed's name finds the job there.
-    const seedQueue = new Queue('research-runs', { connection: { url: redis.url } });
+    // A BullMQ tool that knows only the default name finds the job there.
+    const defaultQueue = new Queue('research-runs', { connection: { url: redis.url } });
     try {
-      await first.dispatch({ id: 'research_seedname' } as ResearchRunRecord);
+      await first.dispatch({ id: 'research_defaultname' } as ResearchRunRecord);
       const deadline = Date.now() + 10_000;
-      while (!seen.includes('research_seedname') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(seen).toContain('research_seedname');
-      expect(await seedQueue.getJob('research_seedname')).toBeDefined();
-      const client = await seedQueue.client;
+      while (!seen.includes('research_defaultname') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toContain('research_defaultname');
+      expect(await defaultQueue.getJob('research_defaultname')).toBeDefined();
+      const client = await defaultQueue.client;
       expect(await client.get(queueOwnerKey('bull'))).toBe('c0ffee00000000aa');
     } finally {
-      await seedQueue.close();
+      await defaultQueue.close();
     }
   });
 });
