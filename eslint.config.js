@@ -16,7 +16,7 @@ export const LAYERS = [
   ['src/contracts'],
   ['src/http'],
   ['src/store', 'src/egress', 'src/models', 'src/launcher', 'src/metrics'],
-  ['src/broker', 'src/research'],
+  ['src/broker', 'src/research', 'src/search'],
   ['src/bundles'],
   ['src/tasks'],
   ['src/audit'],

@@ -57,6 +57,11 @@ export const ERROR_CODES = {
   busy: { httpStatus: 429, retryable: true, meaning: 'Too many tasks are waiting (for the daemon or this caller); retry after Retry-After seconds.' },
   rate_limited: { httpStatus: 429, retryable: true, meaning: 'Too many failed API-key attempts from this address on the TCP listener; every research request from it is refused until Retry-After seconds pass.' },
   storage_full: { httpStatus: 507, retryable: true, meaning: 'The disk is full or below the free-space reserve; no task was accepted. Free space and retry.' },
+  // Web search (docs/behaviour.md#g14): the configured provider's refusals and failures.
+  search_unavailable: { httpStatus: 503, retryable: false, meaning: 'web_search / fusion search without a configured provider (FUSION_SEARCH_PROVIDER unset).' },
+  search_quota_exceeded: { httpStatus: 429, retryable: true, meaning: 'The search provider refused the query for quota or rate limit (HTTP 429); retry later.' },
+  search_auth_failed: { httpStatus: 502, retryable: false, meaning: 'The search provider refused the configured key (HTTP 401/403); check FUSION_SEARCH_API_KEY.' },
+  search_failed: { httpStatus: 502, retryable: false, meaning: 'The search provider answered an error status, a redirect, non-JSON or malformed JSON (details name which).' },
   // Egress (docs/behaviour.md#e3): the twelve typed fetch failures.
   invalid_url: { httpStatus: 400, retryable: false, meaning: 'Fetch URL could not be parsed, has credentials or no host.' },
   unsupported_scheme: { httpStatus: 400, retryable: false, meaning: 'Fetch URL is not http(s).' },

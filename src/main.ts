@@ -336,6 +336,8 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
           redisUrl: config.redisUrl,
           // The research database's cluster: daemons sharing it share the queue, others never take its jobs.
           clusterId: await researchSql.clusterId(),
+          // BullMQ's own bull:research-runs for a single install, the cluster's prefix in cluster mode (docs/operations.md#research-queue-name).
+          queuePrefix: config.researchQueuePrefix ?? (config.databaseUrl !== undefined ? 'cluster' : 'bull'),
           store: runStore,
           executor,
           log,

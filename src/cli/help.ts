@@ -3,6 +3,7 @@
  * text per command, printed by `fusion COMMAND --help` (which then starts nothing).
  */
 import { FETCH_USAGE } from './fetch-command.js';
+import { SEARCH_USAGE } from './search-command.js';
 import { MODELS_HELP } from './models-command.js';
 import { SANDBOX_HELP } from './sandbox-command.js';
 import { KEYS_USAGE } from './keys-command.js';
@@ -17,6 +18,7 @@ const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox au
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]
                 [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)
                 [--research-store sqlite|memory] [--research-db FILE] [--research-user-agent UA]
+                [--research-queue-prefix bull|cluster|PREFIX]   Redis prefix of the research-runs queue (default bull)
                 [--database-url postgres://…]            cluster mode: state and artefacts in PostgreSQL
 `;
 
@@ -24,6 +26,7 @@ const SUBMIT_USAGE = `  fusion investigate (--objective T --background T… --de
                      [--repo DIR] [--sandbox B] [--candidate-model S…] [--evaluator-model S] [--merger-model S]
                      [--wait] [--json]
   fusion research    (the same flags, plus sources: --source URL --purpose TEXT…, or --source URL=PURPOSE…)
+                     [--from-search QUERY [--search-count N] [--yes]]   search results as sources, only with --yes
                      [--wait] [--json]
 `;
 
@@ -45,7 +48,7 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
+${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
                                      the task's sealed tarball, from the database (cluster mode: the shared one)
@@ -59,14 +62,15 @@ anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTH
 Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
 FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL,
 FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRESS_ALLOW_CIDRS.
-Research runs: REDIS_URL (BullMQ queue research-runs, prefixed by the research database's cluster id; unset → runs execute in the create request),
+Research runs: REDIS_URL (BullMQ queue bull:research-runs; FUSION_RESEARCH_QUEUE_PREFIX like --research-queue-prefix; unset → runs execute in the create request),
 RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
 (BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
 Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work;
 FUSION_QUEUE_RECONCILE_MS (default 15000): how often each daemon re-adds the queue jobs Redis lost.
+Web search: FUSION_SEARCH_PROVIDER (searxng|brave), FUSION_SEARCH_URL, FUSION_SEARCH_ALLOW_HOSTS, FUSION_SEARCH_API_KEY.
 Input is validated before any daemon is contacted.
 Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
-fetch: 3 refused by policy, 4 other fetch failure.
+fetch and search: 3 refused by policy, 4 other fetch failure.
 `;
 
 const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
@@ -90,6 +94,9 @@ when none answers). The arguments are validated before any daemon is contacted (
   research: `Usage:
 ${SUBMIT_USAGE}
 ${SOURCES_HELP}
+--from-search QUERY runs one web search (fusion search) and lists its results; only with --yes do
+the fetchable ones become sources (purpose: the result's rank, query and title). Without --yes
+nothing is submitted (exit 2).
 The arguments, sources included, are validated before any daemon is contacted (exit 2).
 `,
   status: `Usage: fusion status ID [--json]\n\nPrints the task's state, error and usage so far.\n${CONNECT}`,
@@ -101,7 +108,8 @@ The arguments, sources included, are validated before any daemon is contacted (e
   models: MODELS_HELP,
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
-  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run (key from FUSION_RESEARCH_API_KEY), web_read and web_crawl (through the egress guard, with these seams).\nUses the running daemon or starts an embedded one.\n',
+  search: `Usage:\n${SEARCH_USAGE}\nProvider settings (environment): FUSION_SEARCH_PROVIDER searxng|brave, FUSION_SEARCH_URL (base URL;\nbrave defaults to https://api.search.brave.com), FUSION_SEARCH_ALLOW_HOSTS (hosts search may reach; the URL's\nhost must be listed; brave defaults to api.search.brave.com), FUSION_SEARCH_API_KEY (brave; never logged).\nResults are untrusted and nothing is fetched. Exit 0 ok, 2 usage/configuration, 3 refused by policy, 4 other failure.\n`,
+  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run (key from FUSION_RESEARCH_API_KEY), web_read, web_crawl and web_search (through the egress guard, with these seams;\nweb_search asks the provider of FUSION_SEARCH_PROVIDER/_URL/_ALLOW_HOSTS/_API_KEY).\nUses the running daemon or starts an embedded one.\n',
   keys: `Usage:
 ${KEYS_USAGE}  fusion keys signing-init|signing-public [--data DIR]
 

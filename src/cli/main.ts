@@ -14,6 +14,7 @@ import { runMcpCommand } from './mcp-command.js';
 import { modelsCommand } from './models-command.js';
 import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
 import { sandboxExecCommand } from './sandbox-command.js';
+import { searchCommand, searchSources, SEARCH_FLAGS } from './search-command.js';
 import { signingKeyCommand } from './signing-command.js';
 import { auditCommand } from './audit-command.js';
 import { keysCommand } from './keys-command.js';
@@ -52,6 +53,7 @@ const DAEMON_FLAGS: Record<string, FlagSpec> = {
   'research-db': { value: true },
   'database-url': { value: true },
   'research-user-agent': { value: true },
+  'research-queue-prefix': { value: true },
 };
 const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   ...DAEMON_FLAGS,
@@ -65,6 +67,9 @@ const SUBMIT_FLAGS: Record<string, FlagSpec> = {
   input: { value: true },
   repo: { value: true },
   wait: {},
+  'from-search': { value: true },
+  'search-count': { value: true },
+  yes: {},
 };
 
 
@@ -131,6 +136,14 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   const sandbox = flag(args, 'sandbox');
   if (sandbox && !(SANDBOX_CHOICES as readonly string[]).includes(sandbox)) throw usageError(`--sandbox must be one of ${SANDBOX_CHOICES.join(', ')}`);
   const toolArgs = toolArguments(workflow, args, io);
+  if (has(args, 'from-search')) {
+    // Search results become sources only when the caller confirmed them (--yes) after seeing them.
+    if (workflow !== 'research' || flag(args, 'input') !== undefined) throw usageError('--from-search is only for fusion research with flags (not --input)');
+    const record = toolArgs as { sources?: unknown[] };
+    record.sources = [...(record.sources ?? []), ...(await searchSources(args, env, io))];
+  } else if (has(args, 'yes') || has(args, 'search-count')) {
+    throw usageError('--yes and --search-count go with --from-search QUERY');
+  }
   normalizeToolInput(workflow, toolArgs);
   const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
   if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
@@ -248,6 +261,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       const csv = (v: string | undefined): string[] => (v ?? '').split(',').map((x) => x.trim()).filter(Boolean);
       return fetchCommand({ ...fetchArgs, resolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...fetchArgs.resolve], allowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...fetchArgs.allowCidrs] }, io);
     }
+    case 'search':
+      return searchCommand(parseArgs(rest, SEARCH_FLAGS), env, io);
     case 'sandbox':
       return sandboxExecCommand(rest, env, io);
     case 'keys':

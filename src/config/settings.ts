@@ -122,6 +122,7 @@ function researchConfigInput(args: ParsedArgs, env: Env): Partial<DaemonConfigIn
   const concurrency = intFrom(env.RESEARCH_WORKER_CONCURRENCY);
   const lockMs = intFrom(env.RESEARCH_LOCK_DURATION_MS);
   const stalledMs = intFrom(env.RESEARCH_STALLED_INTERVAL_MS);
+  const queuePrefix = flag(args, 'research-queue-prefix') ?? env.FUSION_RESEARCH_QUEUE_PREFIX?.trim();
   return {
     ...(flag(args, 'listen') ? { listen: flag(args, 'listen') } : {}),
     ...(has(args, 'listen-public') ? { listenPublic: true } : {}),
@@ -132,6 +133,7 @@ function researchConfigInput(args: ParsedArgs, env: Env): Partial<DaemonConfigIn
     ...(concurrency !== undefined ? { researchWorkerConcurrency: concurrency } : {}),
     ...(lockMs !== undefined ? { researchLockMs: lockMs } : {}),
     ...(stalledMs !== undefined ? { researchStalledMs: stalledMs } : {}),
+    ...(queuePrefix ? { researchQueuePrefix: queuePrefix } : {}),
   };
 }
 

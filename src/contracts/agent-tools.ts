@@ -87,8 +87,17 @@ export const WebCrawlInputSchema = z
   })
   .strict();
 
+/** web_search: the query and how many results (the provider's answer is capped at this). */
+export const WebSearchInputSchema = z
+  .object({
+    query: z.string().regex(/\S/u, 'must not be blank').max(400).describe('What to search the web for (1–400 characters), sent to the configured search provider.'),
+    count: z.number().int().min(1).max(20).optional().describe('Results wanted, 1–20 (default 10).'),
+  })
+  .strict();
+
 export type InvestigateToolInput = z.infer<typeof InvestigateToolInputSchema>;
 export type ResearchToolInput = z.infer<typeof ResearchToolInputSchema>;
 export type ResearchRunInput = z.infer<typeof ResearchRunInputSchema>;
 export type WebReadInput = z.infer<typeof WebReadInputSchema>;
 export type WebCrawlInput = z.infer<typeof WebCrawlInputSchema>;
+export type WebSearchInput = z.infer<typeof WebSearchInputSchema>;

@@ -66,6 +66,15 @@ export const DaemonConfigSchema = z
     /** Redis for the BullMQ research queue; absent → runs execute in the create request. */
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
     researchWorkerConcurrency: z.number().int().min(1).max(64).default(4),
+    /**
+     * Redis key prefix of the research queue `research-runs` (docs/operations.md#research-queue-name):
+     * `bull` (BullMQ's own, so the queue is `bull:research-runs` as tools such as Bull Board
+     * expect; the default of a daemon with its own SQLite research database), `cluster`
+     * (`fusion-<cluster id>` of the research database, like the task queues; the default in
+     * cluster mode, where several clusters may share one Redis), or another prefix of letters,
+     * digits, `_` and `-`.
+     */
+    researchQueuePrefix: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/u, 'must be bull, cluster, or 1–64 letters, digits, _ or -').optional(),
     /** BullMQ lock duration and stalled-job check interval (ms); BullMQ's defaults when absent. */
     researchLockMs: z.number().int().min(500).max(600_000).optional(),
     researchStalledMs: z.number().int().min(500).max(600_000).optional(),

@@ -5,7 +5,7 @@
  *
  * - Charset from Content-Type (default utf-8), decoded fatally: a byte sequence invalid in the
  *   declared charset, or an unknown charset label, is `extraction_failed`, never U+FFFD soup.
- * - text/plain and text/markdown are returned as is (format text / markdown); `extract` is
+ * - text/plain, text/markdown and application/json (a search profile's only type) are returned as is (format text / markdown); `extract` is
  *   ignored for them. HTML/XHTML: script/style/noscript/template removed, links and image
  *   sources made absolute against the final URL (or a <base href>), then Markdown (default) or
  *   plain text.
@@ -97,7 +97,8 @@ export function extractContent(input: ExtractInput): ExtractOutput {
   let content: string;
   let links: string[] | undefined;
   try {
-    if (input.mediaType === 'text/plain') {
+    // JSON only reaches here through a profile that accepts it (a search provider's answer): as is.
+    if (input.mediaType === 'text/plain' || input.mediaType === 'application/json') {
       format = 'text';
       content = text;
     } else if (input.mediaType === 'text/markdown') {

@@ -5,8 +5,9 @@
  * same for every caller. A call without a profile behaves exactly as the broker's fetch always
  * has.
  *
- * Two profiles exist, both for research runs: `research` (the pages of a crawl) and
- * `research-robots` (a host's robots.txt, same User-Agent).
+ * Three profiles exist: `research` (the pages of a crawl) and `research-robots` (a host's
+ * robots.txt, same User-Agent) for research runs, and `search` (one JSON answer of a configured
+ * web-search provider, its host explicitly allowed, its key in a header; src/search/).
  */
 import { FusionError } from '../errors.js';
 import { RESEARCH_MEDIA_TYPES, ROBOTS_MAX_BYTES } from '../contracts/research-limits.js';
@@ -46,6 +47,18 @@ export interface FetchProfile {
    * must judge the target itself (robots.txt, a crawl's limits) before requesting it.
    */
   redirects?: 'follow' | 'return';
+  /**
+   * Extra request headers of this call (a search provider's key). They may hold a credential, so
+   * they are never logged, and the guard refuses them unless `redirects` is `return` and
+   * `allowHosts` is set: a credential goes to the allowed hosts only, never to a redirect target.
+   */
+  headers?: Readonly<Record<string, string>>;
+  /**
+   * Hosts this call may reach (lowercase names or IP literals, as the URL's host). Any other
+   * host is refused before DNS, as a policy block (`blocked_address`). The address rules still
+   * apply to an allowed host.
+   */
+  allowHosts?: ReadonlySet<string>;
 }
 
 /** Accept header of the research profile: the seed's page types, no Markdown. */
@@ -102,6 +115,38 @@ export function researchRobotsProfile(options: { userAgent: string; deadlineMs: 
     extract: 'text',
     deadlineMs: wholeMs(options.deadlineMs),
     links: false,
+  };
+}
+
+/** The JSON answer of a search provider: at most 2 MiB, read whole (never cut), never followed elsewhere. */
+export const SEARCH_MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
+
+export interface SearchProfileOptions {
+  /** The provider's name, shown in the guard's log lines as `search-<provider>`. */
+  provider: string;
+  /** The provider's host(s): the only hosts the call may reach. */
+  allowHosts: ReadonlySet<string>;
+  /** The provider's request headers (its key); never logged. */
+  headers: Readonly<Record<string, string>>;
+  deadlineMs: number;
+}
+
+export function searchProfile(options: SearchProfileOptions): FetchProfile {
+  return {
+    name: `search-${options.provider}`,
+    accept: 'application/json',
+    mediaTypes: new Set(['application/json']),
+    maxResponseBytes: SEARCH_MAX_RESPONSE_BYTES,
+    overflow: 'fail',
+    // The JSON is parsed whole: an output cap below the body cap would cut it into malformed JSON.
+    maxOutputBytes: SEARCH_MAX_RESPONSE_BYTES * 4,
+    extract: 'text',
+    deadlineMs: wholeMs(options.deadlineMs),
+    links: false,
+    // A redirect is returned, never followed: the provider's key must not travel to its target.
+    redirects: 'return',
+    headers: options.headers,
+    allowHosts: options.allowHosts,
   };
 }
 

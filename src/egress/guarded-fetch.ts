@@ -35,6 +35,7 @@ import {
   DEFAULT_MAX_RESPONSE_BYTES,
   DEFAULT_USER_AGENT,
   REDIRECT_STATUSES,
+  blockCode,
   type ExtractMode,
 } from './constants.js';
 import { ExtractPool } from './extract-pool.js';
@@ -164,8 +165,13 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
   function settingsFor(profile: FetchProfile | undefined): CallSettings {
     if (profile === undefined) return defaults;
     const path = `profile(${profile.name})`;
+    if (profile.headers !== undefined && (profile.redirects !== 'return' || profile.allowHosts === undefined)) {
+      // Extra headers may carry a credential: it must never reach a host the caller did not allow.
+      throw new FusionError('invalid_config', `${path}: extra headers need redirects "return" and an allowHosts list`, { details: { path: `${path}.headers` } });
+    }
     return {
       headers: {
+        ...profile.headers,
         accept: profile.accept ?? ACCEPT_HEADER,
         'accept-encoding': ACCEPT_ENCODING_HEADER,
         'user-agent': profile.userAgent === undefined ? userAgent : checkUserAgent(profile.userAgent, `${path}.userAgent`),
@@ -252,6 +258,13 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
     let redirectStatus: number | undefined;
     for (let hop = 0, redirects = 0; ; hop++) {
       Object.assign(state, { hop, host: target.host, address: undefined, status: undefined });
+      const allowHosts = request.profile?.allowHosts;
+      if (allowHosts !== undefined && !allowHosts.has(target.host)) {
+        // Checked before DNS: a host outside the call's list is never resolved nor contacted.
+        throw new FusionError(blockCode(hop), `host ${target.host} is not in the allowed hosts of this ${request.profile?.name ?? ''} call`, {
+          details: { reason: 'host not in the allow list', host: target.host, ...(hop > 0 && redirectStatus !== undefined ? { http_status: redirectStatus } : {}) },
+        });
+      }
       let outcome: HopOutcome;
       try {
         outcome = await requestHop(target, hop, redirects, signal, state, call);

@@ -1,8 +1,8 @@
 /**
  * A Model Context Protocol server over stdio (JSON-RPC 2.0, one message per line) for local
  * coding agents. Task tools go to the daemon through FusionClient; research_run goes to the
- * research-run API with the session's workspace key; web_read/web_crawl run the egress guard in
- * this process (web-tools.ts).
+ * research-run API with the session's workspace key; web_read/web_crawl/web_search run the
+ * egress guard in this process (web-tools.ts).
  *
  * Each task this session submits gets its terminal event sent as a `notifications/message`, and
  * each research run it creates gets one when the run ends, so the agent waits for a notification
@@ -187,6 +187,11 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       case 'web_crawl': {
         const crawl = await web.crawl(args<z.infer<(typeof TOOL_CONTRACTS)['web_crawl']>>(name, raw), signal);
         return textResult(crawl.markdown, crawl);
+      }
+      case 'web_search': {
+        // Results go back to the agent only: which of them to read or research is its call.
+        const found = await web.search(args<z.infer<(typeof TOOL_CONTRACTS)['web_search']>>(name, raw), signal);
+        return textResult(found.markdown, found);
       }
     }
   };

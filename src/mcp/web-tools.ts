@@ -1,16 +1,21 @@
 /**
- * web_read and web_crawl: the MCP server's web reading, run in the MCP process through the one
+ * web_read, web_crawl and web_search: the MCP server's web reading, run in the MCP process through the one
  * egress guard (src/egress/guarded-fetch.ts) and the crawl engine (src/research/crawl) with the
  * research egress profile (the same profile as research runs), with the
  * admin seams of `fusion mcp` (--resolve/--allow-cidr, FUSION_EGRESS_RESOLVE/ALLOW_CIDRS).
  * Nothing is stored: no run, no snapshot rows. The guard (and its extraction workers) is made
- * on first use, so a session that never reads the web never starts them.
+ * on first use, so a session that never reads the web never starts them. web_search asks the
+ * configured provider (src/search/) through the same guard and fetches none of its results:
+ * the agent passes on the ones it chose.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log.js';
 import { RESEARCH_LIMIT_DEFAULTS, UNTRUSTED_CAUTION } from '../contracts/research-limits.js';
 import { normalisePayload } from '../contracts/research.js';
-import type { WebCrawlInput } from '../contracts/agent-tools.js';
+import type { WebCrawlInput, WebSearchInput } from '../contracts/agent-tools.js';
+import { FusionError } from '../errors.js';
+import type { SearchConfig } from '../search/search-config.js';
+import { createWebSearch, type SearchOutcome } from '../search/web-search.js';
 import { createGuardedFetch, type GuardedFetch } from '../egress/guarded-fetch.js';
 import { parseResolveList } from '../egress/resolve-list.js';
 import { createCrawler, buildResearchDocument } from '../research/crawl/crawler.js';
@@ -23,6 +28,12 @@ export interface WebToolsOptions {
   resolve: readonly string[];
   /** CIDRs treated as public (admin seam). */
   allowCidrs: readonly string[];
+  /** The web-search provider (FUSION_SEARCH_*), or null/absent: web_search says how to configure one. */
+  search?: SearchConfig | null;
+}
+
+export interface WebSearchReply extends SearchOutcome {
+  markdown: string;
 }
 
 export interface WebReadOutcome {
@@ -53,11 +64,32 @@ export interface WebCrawlOutcome {
 export interface WebTools {
   read(url: string, signal?: AbortSignal): Promise<WebReadOutcome>;
   crawl(input: WebCrawlInput, signal?: AbortSignal): Promise<WebCrawlOutcome>;
+  search(input: WebSearchInput, signal?: AbortSignal): Promise<WebSearchReply>;
   close(): Promise<void>;
 }
 
 /** Pages a web_read may touch: the source and the targets of its redirects (links are not followed). */
 const READ_MAX_PAGES = 6;
+
+/** The message of a search asked for without a provider: what to set. */
+export const SEARCH_UNAVAILABLE_MESSAGE =
+  'web search needs a provider: set FUSION_SEARCH_PROVIDER (searxng or brave), FUSION_SEARCH_URL, FUSION_SEARCH_ALLOW_HOSTS and, for brave, FUSION_SEARCH_API_KEY (docs/operations.md#web-search)';
+
+/**
+ * Search results as Markdown: the untrusted-content caution, then each result's provider text
+ * in code spans (a title or snippet cannot forge a heading or the caution), with whether its URL
+ * passed the source rules.
+ */
+export function searchMarkdown(outcome: SearchOutcome): string {
+  const lines = [UNTRUSTED_CAUTION, `# Web search (${outcome.provider}): ${codeSpan(outcome.query)}`];
+  if (outcome.results.length === 0) lines.push('No results.');
+  for (const r of outcome.results) {
+    const where = r.fetchable && r.canonicalUrl !== null ? urlLink(r.canonicalUrl) : `${codeSpan(r.url)} (not fetchable: ${codeSpan(r.refused ?? 'refused')})`;
+    lines.push([`${String(r.rank)}. ${where}`, `   - Title: ${codeSpan(r.title || '(none)')}`, `   - Snippet: ${codeSpan(r.snippet || '(none)')}`].join('\n'));
+  }
+  lines.push('Nothing was fetched. Pass only the results you judged relevant on, as web_read/web_crawl URLs or research sources.');
+  return `${lines.join('\n\n')}\n`;
+}
 
 function crawlId(kind: string): string {
   return `${kind}-${randomBytes(6).toString('hex')}`;
@@ -118,6 +150,13 @@ export function createWebTools(options: WebToolsOptions): WebTools {
         robots: outcome.robots,
         ...(outcome.stoppedBy === undefined ? {} : { stoppedBy: outcome.stoppedBy }),
       };
+    },
+
+    async search(input, signal) {
+      if (options.search === undefined || options.search === null) throw new FusionError('search_unavailable', SEARCH_UNAVAILABLE_MESSAGE);
+      const searcher = createWebSearch({ config: options.search, fetch: fetcher(), log: options.log });
+      const outcome = await searcher.search(input.query, { ...(input.count === undefined ? {} : { count: input.count }), ...(signal === undefined ? {} : { signal }) });
+      return { ...outcome, markdown: searchMarkdown(outcome) };
     },
 
     async close() {

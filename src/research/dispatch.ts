@@ -1,6 +1,7 @@
 /**
  * How a created run gets executed. Direct (no REDIS_URL): in the create request itself, so the
- * reply already carries the outcome. Queue: a BullMQ job (see queue-dispatch.ts).
+ * reply already carries the outcome; a run waiting for a slot of its workspace is `queued` until
+ * it starts. Queue: a BullMQ job (see queue-dispatch.ts).
  */
 import type { ResearchDispatch } from '../contracts/research.js';
 import type { ResearchRunRecord } from '../store/research-port.js';
@@ -8,10 +9,20 @@ import type { RunExecutor } from './run-executor.js';
 
 export const DISPATCH_FAILED_MESSAGE = 'Research dispatch failed before queue acceptance.';
 
+/** The error of a run the daemon's shutdown kept from starting or finishing. */
+export const SHUTDOWN_MESSAGE = 'The daemon shut down before the research run finished.';
+
+/** Why a run waiting for a slot of its workspace stopped waiting. */
+type Wake = 'slot' | 'canceled' | 'shutdown';
+
 export interface ResearchDispatcher {
   readonly mode: 'direct' | 'queue';
-  /** The User-Agent to claim new runs with at creation (direct: they execute right away), or null. */
-  readonly claimOnCreate: string | null;
+  /**
+   * Creates a run through `create`, passing the User-Agent to claim it with at creation when this
+   * dispatcher starts it at once (direct, with a free slot of its workspace), else nothing: the
+   * run is created `queued` and claimed when it starts (docs/behaviour.md#g6, in both modes).
+   */
+  create<T extends { created: boolean }>(workspaceId: string, create: (claimAs?: string) => Promise<T>): Promise<T>;
   /**
    * Hands the freshly created run over for execution. `run` is the run as it ended when the
    * dispatch executed it (direct), so the caller need not read it back.
@@ -41,45 +52,83 @@ export interface DirectDispatcherOptions {
 export function createDirectResearchDispatcher(executor: RunExecutor, options: DirectDispatcherOptions = {}): ResearchDispatcher {
   const perWorkspace = options.runsPerWorkspace ?? DIRECT_RUNS_PER_WORKSPACE;
   const running = new Map<string, number>();
-  const waiting = new Map<string, Array<() => void>>();
+  /** Runs waiting for a slot, per workspace in arrival order; each is woken with why. */
+  const waiting = new Map<string, Array<{ runId: string; wake: (outcome: Wake) => void }>>();
   let inFlight = 0;
+  let closing = false;
 
-  /** Resolves true when the run had to wait for a slot of its workspace. */
-  const acquire = async (workspaceId: string): Promise<boolean> => {
+  /** Takes a slot now if one is free and nobody waits for one (arrival order); never waits. */
+  const tryTake = (workspaceId: string): boolean => {
     const n = running.get(workspaceId) ?? 0;
-    if (n < perWorkspace) {
-      running.set(workspaceId, n + 1);
-      return false;
-    }
-    await new Promise<void>((resolve) => {
+    if (closing || n >= perWorkspace || (waiting.get(workspaceId)?.length ?? 0) > 0) return false;
+    running.set(workspaceId, n + 1);
+    return true;
+  };
+  /** Waits for a slot of the workspace: `slot` when handed one, or why it stopped waiting. */
+  const acquire = (workspaceId: string, runId: string): Promise<Wake> => {
+    if (tryTake(workspaceId)) return Promise.resolve('slot');
+    return new Promise<Wake>((wake) => {
       const queue = waiting.get(workspaceId) ?? [];
-      queue.push(resolve);
+      queue.push({ runId, wake });
       waiting.set(workspaceId, queue);
     });
-    return true; // the slot was handed over by release()
   };
   const release = (workspaceId: string): void => {
     const queue = waiting.get(workspaceId);
     const next = queue?.shift();
     if (queue !== undefined && queue.length === 0) waiting.delete(workspaceId);
-    if (next !== undefined) return next();
+    if (next !== undefined) return next.wake('slot'); // the slot passes on
     const n = (running.get(workspaceId) ?? 1) - 1;
     if (n <= 0) running.delete(workspaceId);
     else running.set(workspaceId, n);
   };
+  /** Stops a run's wait without a slot; true when it was waiting. */
+  const unwait = (runId: string, outcome: Exclude<Wake, 'slot'>): boolean => {
+    for (const [workspaceId, queue] of waiting) {
+      const at = queue.findIndex((w) => w.runId === runId);
+      if (at < 0) continue;
+      const [entry] = queue.splice(at, 1);
+      if (queue.length === 0) waiting.delete(workspaceId);
+      entry!.wake(outcome);
+      return true;
+    }
+    return false;
+  };
 
+  const direct = { dispatched: true, mode: 'direct', queued: false } as const;
   return {
     mode: 'direct',
-    claimOnCreate: executor.userAgent,
+    async create<T extends { created: boolean }>(workspaceId: string, create: (claimAs?: string) => Promise<T>): Promise<T> {
+      // Claimed at creation only when it starts at once: a run that must wait stays `queued`
+      // until it has a slot, so nobody reads `running` (or a startedAt) for a run not started.
+      if (!tryTake(workspaceId)) return create();
+      let outcome: T;
+      try {
+        outcome = await create(executor.userAgent);
+      } catch (err) {
+        release(workspaceId);
+        throw err;
+      }
+      // A deduplicated create started nothing: its slot is not kept.
+      if (!outcome.created) release(workspaceId);
+      return outcome;
+    },
     async dispatch(run) {
       inFlight += 1;
       try {
-        const waited = await acquire(run.workspaceId);
+        if (run.status !== 'running') {
+          const woken = await acquire(run.workspaceId, run.id);
+          if (woken === 'canceled') return { dispatch: direct };
+          if (woken === 'shutdown') {
+            const failed = await executor.failQueued(run.id, SHUTDOWN_MESSAGE);
+            return { dispatch: direct, ...(failed ? { run: failed } : {}) };
+          }
+        }
+        // The slot is held: taken at creation (created `running`) or handed over just now.
         try {
-          // A run that waited may have been canceled meanwhile: the executor re-reads it first.
-          const claimed = run.status === 'running' ? { claimed: run, ...(waited ? { recheck: true } : {}) } : {};
+          const claimed = run.status === 'running' ? { claimed: run } : {};
           const ended = await executor.execute(run.id, { reclaim: false, finalAttempt: true, ...claimed });
-          return { dispatch: { dispatched: true, mode: 'direct', queued: false }, ...(ended ? { run: ended } : {}) };
+          return { dispatch: direct, ...(ended ? { run: ended } : {}) };
         } finally {
           release(run.workspaceId);
         }
@@ -88,12 +137,15 @@ export function createDirectResearchDispatcher(executor: RunExecutor, options: D
       }
     },
     async cancel(runId) {
-      executor.abort(runId);
+      // A waiting run stops waiting now (its create request answers `canceled`); a running one is aborted.
+      if (!unwait(runId, 'canceled')) executor.abort(runId);
     },
     activeRuns: () => executor.activeRuns,
     async close() {
-      // Aborted runs record their failure before the store closes: wait (briefly) for that,
-      // and for runs still waiting for a slot (the executor fails them without crawling).
+      // Runs still waiting for a slot are failed without crawling; aborted runs record their
+      // failure before the store closes: wait (briefly) for both.
+      closing = true;
+      for (const queue of [...waiting.values()]) for (const entry of [...queue]) unwait(entry.runId, 'shutdown');
       executor.abortAll();
       const until = Date.now() + 5_000;
       while ((executor.activeRuns > 0 || inFlight > 0) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));

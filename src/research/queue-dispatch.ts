@@ -1,6 +1,10 @@
 /**
- * BullMQ dispatch: queue `research-runs` under the cluster's key prefix (`fusion-<cluster id>`
- * of the research database, like the task queues), job id = run id, 3 attempts with exponential backoff
+ * BullMQ dispatch: queue `research-runs` under the configured key prefix (docs/operations.md#research-queue-name):
+ * BullMQ's default `bull` unless set, so the queue is `bull:research-runs` where BullMQ tools look;
+ * `cluster` puts it under the research database's cluster prefix (`fusion-<cluster id>`, like
+ * the task queues) for several research databases on one Redis. A shared prefix records the
+ * research database that owns it, and a daemon of another database refuses to start on it
+ * (its jobs would name runs that database does not hold). Job id = run id, 3 attempts with exponential backoff
  * from 1 s, the last 100 completed and 250 failed jobs kept. Every daemon on the same Redis runs
  * a Worker, so they share the work; a job is active on one worker at a time (BullMQ's lock), and
  * the run's claim in the shared store is the second guard. When a worker dies mid-run its lock
@@ -23,6 +27,19 @@ import type { RunLeases } from '../store/signals-port.js';
 
 export const RESEARCH_QUEUE = 'research-runs';
 
+/** BullMQ's own default key prefix: `bull:research-runs` is the queue every BullMQ tool finds. */
+export const DEFAULT_RESEARCH_QUEUE_PREFIX = 'bull';
+
+/** The Redis key prefix of the research queue for a `researchQueuePrefix` setting. */
+export function researchQueuePrefix(setting: string, clusterId: string): string {
+  return setting === 'cluster' ? clusterQueuePrefix(clusterId) : setting;
+}
+
+/** The key (beside BullMQ's own under the queue) naming the research database that owns a shared queue. */
+export function queueOwnerKey(prefix: string): string {
+  return `${prefix}:${RESEARCH_QUEUE}:fusion-owner`;
+}
+
 export const RESEARCH_JOB_OPTIONS = Object.freeze({
   attempts: 3,
   backoff: { type: 'exponential', delay: 1000 },
@@ -40,6 +57,8 @@ export interface QueueDispatchOptions {
    * share the queue, and daemons of another database on the same Redis never take its jobs.
    */
   clusterId: string;
+  /** `bull` (default), `cluster`, or a literal prefix (docs/operations.md#research-queue-name). */
+  queuePrefix?: string;
   store: ResearchRunStore;
   executor: RunExecutor;
   log: Logger;
@@ -71,17 +90,44 @@ const LIVE_JOB_STATES: ReadonlySet<string> = new Set(['waiting', 'active', 'dela
 
 /** The lease key of a research run (task ids and run ids share the lease namespace). */
 const leaseId = (runId: string): string => `research-run:${runId}`;
+/**
+ * Records this research database as the owner of a shared-prefix queue, or refuses when another
+ * database owns it: two databases on one queue would each take jobs naming runs only the other
+ * holds, and those runs would never start.
+ */
+async function claimQueue(queue: Queue<JobData>, prefix: string, clusterId: string): Promise<void> {
+  let owner: string | null;
+  try {
+    // ioredis underneath: SET … NX (BullMQ's client type names only its own option shapes).
+    const client = (await queue.client) as unknown as { set(key: string, value: string, mode: 'NX'): Promise<unknown>; get(key: string): Promise<string | null> };
+    await client.set(queueOwnerKey(prefix), clusterId, 'NX');
+    owner = await client.get(queueOwnerKey(prefix));
+  } catch (err) {
+    await queue.close().catch(() => undefined);
+    throw new FusionError('invalid_config', `cannot reach Redis at REDIS_URL for the research queue: ${(err as Error).message}`, { cause: err });
+  }
+  if (owner !== clusterId) {
+    await queue.close().catch(() => undefined);
+    throw new FusionError(
+      'invalid_config',
+      `the research queue ${prefix}:${RESEARCH_QUEUE} on this Redis belongs to another research database (cluster ${String(owner)}); give this daemon --research-queue-prefix cluster (or another prefix), or share that database`,
+      { details: { path: 'researchQueuePrefix', prefix, owner, clusterId } },
+    );
+  }
+}
 
 export async function createQueueDispatcher(options: QueueDispatchOptions): Promise<ResearchDispatcher> {
   const log = options.log.child({ component: 'research-queue' });
   const connection = bullConnection(options.redisUrl);
-  const prefix = clusterQueuePrefix(options.clusterId);
+  const setting = options.queuePrefix ?? DEFAULT_RESEARCH_QUEUE_PREFIX;
+  const prefix = researchQueuePrefix(setting, options.clusterId);
   const queue = new Queue<JobData>(RESEARCH_QUEUE, { connection, prefix });
   queue.on('error', (err) => log.warn({ err }, 'research queue connection error'));
   const leases = options.leases;
   leases?.onLost((id) => {
     if (id.startsWith('research-run:')) options.executor.abort(id.slice('research-run:'.length));
   });
+  if (setting !== 'cluster') await claimQueue(queue, prefix, options.clusterId);
   const processor = async (job: Job<JobData>): Promise<void> => {
     // A job that already started once (stalled after its worker died, or failed and retried)
     // may find its run `running`: only then is a re-claim allowed (or when the reconciler
@@ -170,7 +216,8 @@ export async function createQueueDispatcher(options: QueueDispatchOptions): Prom
 
   return {
     mode: 'queue',
-    claimOnCreate: null,
+    // Queued until a worker claims it.
+    create: (_workspaceId, create) => create(),
     async dispatch(run) {
       try {
         await addWithin(() => add(queue as Queue, run.id), addTimeoutMs);

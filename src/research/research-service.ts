@@ -36,8 +36,9 @@ export class ResearchService {
   async create(principal: Principal, idempotencyKey: string, payload: ResearchPayload): Promise<CreateOutcome> {
     const id = researchRunId(principal.workspaceId, idempotencyKey);
     const digest = payloadSha256(payload);
-    const claimAs = this.dispatcher.claimOnCreate ?? undefined;
-    const { run, created } = await this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs);
+    const { run, created } = await this.dispatcher.create(principal.workspaceId, (claimAs) =>
+      this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs),
+    );
     if (!created) {
       if (run.payloadSha256 !== digest) {
         throw new FusionError('conflict', `Idempotency-Key was already used for research run ${run.id} with a different query, sourceUrls or limits`, {

@@ -1,7 +1,8 @@
 /**
  * Executes one research run: claim it (queued → running, or a re-claim of a retried job), crawl
  * under an AbortController, then persist the snapshots and the document (running → succeeded)
- * or the failure (running → failed). Every write is a compare-and-set on the status, so a cancel
+ * or the failure (running → failed; also when no page was collected because every URL was
+ * skipped). Every write is a compare-and-set on the status, so a cancel
  * that lands meanwhile wins and the late result is dropped: exactly one terminal state.
  *
  * A cancel aborts the crawl directly when it reaches this daemon; a cancel through another
@@ -12,6 +13,7 @@ import type { Logger } from '../log.js';
 import type { Crawler, CrawlOutcome, ResearchDocumentText } from './crawl/port.js';
 import type { ResearchRunRecord, ResearchRunStore, RunCompletion } from '../store/research-port.js';
 import { researchDocumentId } from './run-id.js';
+import { SHUTDOWN_MESSAGE } from './dispatch.js';
 
 export type DocumentBuilder = (run: { id: string; query: string }, outcome: CrawlOutcome) => ResearchDocumentText;
 
@@ -31,8 +33,18 @@ export interface ExecuteOptions {
   finalAttempt: boolean;
   /** The run, already claimed by this caller (created claimed): no separate claim. */
   claimed?: ResearchRunRecord;
-  /** With `claimed`: re-read the run first (it waited for a slot, and may have been canceled meanwhile). */
-  recheck?: boolean;
+}
+
+/** Skips named in the message of a run that collected no page (the run's crawl report lists them all). */
+export const NO_PAGE_SKIPS_NAMED = 5;
+
+/** `The research run collected no page: every URL was skipped (N): URL: reason; …`. */
+export function noPageMessage(report: RunCompletion['crawlReport']): string {
+  const total = report.skipped.length + (report.skippedOmitted ?? 0);
+  if (total === 0) return `The research run collected no page${report.stoppedBy === undefined ? '' : ` (stopped: ${report.stoppedBy})`}.`;
+  const named = report.skipped.slice(0, NO_PAGE_SKIPS_NAMED).map((s) => `${s.url.slice(0, 200)}: ${s.reason.slice(0, 200)}`);
+  const more = total - named.length;
+  return `The research run collected no page: every URL was skipped (${String(total)}): ${named.join('; ')}${more > 0 ? `; and ${String(more)} more (see run.crawl)` : ''}.`;
 }
 
 /** Marks a shutdown abort, so the executor leaves the run for a retry instead of failing it. */
@@ -70,6 +82,11 @@ export class RunExecutor {
     for (const controller of this.active.values()) controller.abort(new ShutdownAbort('the daemon is shutting down'));
   }
 
+  /** Fails a run that never started (still `queued`): the daemon is shutting down. */
+  failQueued(runId: string, message: string): Promise<ResearchRunRecord | null> {
+    return this.options.store.failRun(runId, 'queued', message);
+  }
+
   /** Returns the run as it ended, or null when it was not claimable (already taken, canceled, terminal). */
   async execute(runId: string, opts: ExecuteOptions): Promise<ResearchRunRecord | null> {
     const { store, crawler } = this.options;
@@ -77,7 +94,7 @@ export class RunExecutor {
     if (this.shuttingDown) {
       // A run that reaches the executor after abortAll (it was waiting for a slot) never starts.
       const abort = new ShutdownAbort('the daemon is shutting down');
-      if (opts.finalAttempt) await store.failRun(runId, 'running', 'The daemon shut down before the research run finished.').catch(() => undefined);
+      if (opts.finalAttempt) await store.failRun(runId, 'running', SHUTDOWN_MESSAGE).catch(() => undefined);
       throw abort;
     }
     // Registered before the claim, so a cancel arriving right after the claim commits finds it.
@@ -85,17 +102,7 @@ export class RunExecutor {
     this.active.set(runId, controller);
     let run: ResearchRunRecord | null;
     try {
-      if (opts.claimed !== undefined && opts.recheck === true) {
-        const current = await store.getRun(runId);
-        if (current?.status !== 'running') {
-          this.active.delete(runId);
-          this.log.debug({ runId, status: current?.status }, 'research run no longer running after waiting for a slot; skipped');
-          return current;
-        }
-        run = current;
-      } else {
-        run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim));
-      }
+      run = opts.claimed ?? (await store.claimRun(runId, crawler.userAgent, opts.reclaim));
     } catch (err) {
       this.active.delete(runId);
       throw err;
@@ -125,6 +132,13 @@ export class RunExecutor {
         this.log.info({ runId, code: fe.code, err: fe }, 'research run failed');
         return (await store.failRun(runId, 'running', fe.message)) ?? (await store.getRun(runId));
       }
+      if (completion.snapshots.length === 0) {
+        // Nothing collected is not a result: the run fails, naming why every URL was skipped,
+        // and keeps its crawl report (docs/behaviour.md#g6).
+        const message = noPageMessage(completion.crawlReport);
+        this.log.info({ runId, skipped: completion.crawlReport.skipped.length }, 'research run collected no page; failed');
+        return (await store.failRun(runId, 'running', message, completion.crawlReport)) ?? (await store.getRun(runId));
+      }
       const done = await store.completeRun(runId, completion);
       if (done === null) {
         this.log.info({ runId }, 'research run finished after a cancel; result dropped');
@@ -134,7 +148,7 @@ export class RunExecutor {
       return done;
     } catch (err) {
       if (opts.finalAttempt) {
-        const message = err instanceof ShutdownAbort ? 'The daemon shut down before the research run finished.' : toFusionError(err).message;
+        const message = err instanceof ShutdownAbort ? SHUTDOWN_MESSAGE : toFusionError(err).message;
         await store.failRun(runId, 'running', message).catch(() => undefined);
       }
       throw err;

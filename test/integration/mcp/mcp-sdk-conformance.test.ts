@@ -103,7 +103,7 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       expect(s.client.getServerVersion()?.name).toBe('fusion');
       expect(s.client.getServerCapabilities()?.tools).toBeDefined();
       const { tools } = await s.client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(['fusion_investigate', 'fusion_research', 'bg_result', 'bg_status', 'bg_cancel', 'research_run', 'web_read', 'web_crawl']);
+      expect(tools.map((t) => t.name)).toEqual(['fusion_investigate', 'fusion_research', 'bg_result', 'bg_status', 'bg_cancel', 'research_run', 'web_read', 'web_crawl', 'web_search']);
       // What travelled over the wire is exactly the generated list.
       expect(tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema }))).toEqual(JSON.parse(JSON.stringify(MCP_TOOLS)));
       await s.client.ping();

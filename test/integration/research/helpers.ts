@@ -61,7 +61,9 @@ export async function startResearchDaemon(options: {
     listen: '127.0.0.1:0',
     egressResolve: [`${ORIGIN_HOST}:127.0.0.2`],
     egressAllowCidrs: ['127.0.0.2/32'],
-    ...(options.redisUrl ? { redisUrl: options.redisUrl } : {}),
+    // Each test daemon has its own research database on the file's one Redis: the cluster prefix
+    // keeps them apart (the default bull prefix admits one database; a test asks for it).
+    ...(options.redisUrl ? { redisUrl: options.redisUrl, researchQueuePrefix: 'cluster' } : {}),
     ...options.config,
   });
   let crawler: TestCrawler | undefined;

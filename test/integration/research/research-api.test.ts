@@ -13,7 +13,6 @@ import { RESEARCH_JOB_OPTIONS } from '../../../src/research/queue-dispatch.js';
 import { researchRunId } from '../../../src/research/run-id.js';
 import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { silentLogger } from '../../../src/log.js';
-import { clusterQueuePrefix } from '../../../src/queue/bullmq-shared.js';
 import {
   api, createKey, ORIGIN_HOST, pollRun, redisAvailable, startRedis, startResearchDaemon, TERMINAL, type RedisProc, type ResearchDaemon,
 } from './helpers.js';
@@ -342,12 +341,9 @@ describe('research cancel of a waiting BullMQ job', () => {
   it.runIf(modes.includes('queue'))('removes the job from the queue and the run never starts', async () => {
     const { Queue } = await import('bullmq');
     // One worker slot, held by a run whose crawl waits a minute: the next run stays waiting.
-    const d = await startResearchDaemon({ redisUrl: redis!.url, crawlDelayMs: 60_000, config: { researchWorkerConcurrency: 1 } });
-    // The research queue lives under the research database's cluster prefix.
-    const idStore = await openResearchSqliteStore({ file: d.daemon.researchDbFile, log: silentLogger() });
-    const prefix = clusterQueuePrefix(await idStore.clusterId());
-    await idStore.close();
-    const queue = new Queue('research-runs', { connection: { url: redis!.url }, prefix });
+    const d = await startResearchDaemon({ redisUrl: redis!.url, crawlDelayMs: 60_000, config: { researchWorkerConcurrency: 1, researchQueuePrefix: 'bull' } });
+    // The research queue is the seed's bull:research-runs (the default prefix).
+    const queue = new Queue('research-runs', { connection: { url: redis!.url } });
     try {
       const key = await createKey(d.daemon.researchDbFile, 'ws_wait');
       const sourceUrls = [`http://${ORIGIN_HOST}:${origin.port}/waiting`];

@@ -58,7 +58,7 @@ function recordingDispatcher(executor: RunExecutor): ResearchDispatcher & { disp
   const dispatched: string[] = [];
   return {
     mode: 'queue',
-    claimOnCreate: null,
+    create: (_workspaceId, create) => create(),
     dispatched,
     async dispatch(run) {
       dispatched.push(run.id);

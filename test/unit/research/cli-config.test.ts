@@ -5,7 +5,7 @@ import { buildConfig } from '../../../src/main.js';
 
 const FLAGS = {
   data: { value: true }, socket: { value: true }, listen: { value: true }, 'listen-public': {}, 'research-store': { value: true },
-  'research-db': { value: true }, 'research-user-agent': { value: true },
+  'research-db': { value: true }, 'research-user-agent': { value: true }, 'research-queue-prefix': { value: true },
 };
 
 describe('daemon research settings from flags and environment', () => {
@@ -32,5 +32,13 @@ describe('daemon research settings from flags and environment', () => {
     expect(() => build([], { REDIS_URL: 'http://x' })).toThrow(/redisUrl/);
     expect(() => build([], { RESEARCH_WORKER_CONCURRENCY: '0' })).toThrow(/researchWorkerConcurrency/);
     expect(() => build(['--research-user-agent', 'Bot\n'])).toThrow(/researchUserAgent/);
+    expect(() => build(['--research-queue-prefix', 'a:b'])).toThrow(/researchQueuePrefix/);
+  });
+
+  it('the research queue prefix: --research-queue-prefix over FUSION_RESEARCH_QUEUE_PREFIX; unset by default', () => {
+    const build = (argv: string[], env: Record<string, string> = {}) => buildConfig(daemonConfigInput(parseArgs(['--data', '/tmp/h', ...argv], FLAGS), env));
+    expect(build([]).researchQueuePrefix).toBeUndefined();
+    expect(build([], { FUSION_RESEARCH_QUEUE_PREFIX: 'cluster' }).researchQueuePrefix).toBe('cluster');
+    expect(build(['--research-queue-prefix', 'bull'], { FUSION_RESEARCH_QUEUE_PREFIX: 'cluster' }).researchQueuePrefix).toBe('bull');
   });
 });

@@ -1,6 +1,8 @@
 /**
  * Direct dispatch fairness: one workspace cannot occupy the daemon with unbounded parallel runs
- * (each executes inside its create request and shares the guard's extraction workers).
+ * (each executes inside its create request and shares the guard's extraction workers). And the
+ * states of docs/behaviour.md#g6 in direct mode: a run waiting for a slot is `queued` (no
+ * startedAt) until it starts; a waiting run's cancel ends its create at once.
  */
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
@@ -40,22 +42,37 @@ function gatedCrawler(): Crawler & Gate {
       } finally {
         crawling.delete(request.runId);
       }
-      return { snapshots: [], skipped: [], robots: [], userAgent: 'TestBot' };
+      const page = { url: request.sourceUrls[0]!, canonicalUrl: request.sourceUrls[0]!, finalUrl: null, httpStatus: 200, contentType: 'text/plain', bytes: 1, sha256: null, fetchedAt: new Date().toISOString(), content: 'x' };
+      return { snapshots: [page], skipped: [], robots: [], userAgent: 'TestBot' };
     },
   };
 }
 
-async function createClaimed(store: ResearchRunStore, workspaceId: string, id: string) {
-  const { run } = await store.createRun(
-    { id, workspaceId, idempotencyKey: id, payloadSha256: 'x', query: 'q', sourceUrls: ['http://a.test/'], limits: { ...RESEARCH_LIMIT_DEFAULTS } },
-    'TestBot',
+type Setup = ReturnType<typeof setUp>;
+
+/** Creates a run the way the service does: through the dispatcher, claimed only when it starts at once. */
+async function created({ store, dispatcher }: Pick<Setup, 'store' | 'dispatcher'>, workspaceId: string, id: string) {
+  const { run } = await dispatcher.create(workspaceId, (claimAs) =>
+    store.createRun({ id, workspaceId, idempotencyKey: id, payloadSha256: 'x', query: 'q', sourceUrls: ['http://a.test/'], limits: { ...RESEARCH_LIMIT_DEFAULTS } }, claimAs),
   );
   return run;
 }
 
+/** Creates and dispatches one after the other, as concurrent create requests do. */
+async function createAll(setup: Setup, workspaceId: string, prefix: string, n: number) {
+  const runs = [];
+  const done = [];
+  for (let i = 0; i < n; i++) {
+    const run = await created(setup, workspaceId, `${prefix}${String(i)}`);
+    runs.push(run);
+    done.push(setup.dispatcher.dispatch(run));
+  }
+  return { runs, done };
+}
+
 const tick = (ms = 20): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function setUp() {
+function setUp(): { store: ResearchRunStore; crawler: Crawler & Gate; executor: RunExecutor; dispatcher: ReturnType<typeof createDirectResearchDispatcher> } {
   const store = createMemoryResearchStore();
   const crawler = gatedCrawler();
   const executor = new RunExecutor({ store, crawler, buildDocument: () => ({ name: 'd.md', content: 'c' }), log: silentLogger(), cancelPollMs: 10_000 });
@@ -65,14 +82,15 @@ function setUp() {
 
 describe('direct research dispatch', () => {
   it('one workspace runs at most DIRECT_RUNS_PER_WORKSPACE crawls at once and does not hold up another workspace', async () => {
-    const { store, crawler, dispatcher } = setUp();
-    const flood = await Promise.all(Array.from({ length: 6 }, (_, i) => createClaimed(store, 'ws_a', `research_a${String(i)}`)));
-    const floodDone = flood.map((run) => dispatcher.dispatch(run));
+    const setup = setUp();
+    const { crawler } = setup;
+    const { runs: flood, done: floodDone } = await createAll(setup, 'ws_a', 'research_a', 6);
     await tick();
     expect(crawler.crawling.size).toBe(DIRECT_RUNS_PER_WORKSPACE);
 
-    const other = await createClaimed(store, 'ws_b', 'research_b0');
-    const otherDone = dispatcher.dispatch(other);
+    const other = await created(setup, 'ws_b', 'research_b0');
+    expect(other.status).toBe('running');
+    const otherDone = setup.dispatcher.dispatch(other);
     await tick();
     expect(crawler.crawling.has('research_b0')).toBe(true);
     crawler.release('research_b0');
@@ -90,30 +108,68 @@ describe('direct research dispatch', () => {
     expect(crawler.started.filter((id) => id.startsWith('research_a'))).toEqual(flood.map((r) => r.id));
   });
 
-  it('a run canceled while it waited for a slot never starts crawling', async () => {
-    const { store, crawler, dispatcher } = setUp();
-    const runs = await Promise.all(Array.from({ length: DIRECT_RUNS_PER_WORKSPACE + 1 }, (_, i) => createClaimed(store, 'ws_a', `research_c${String(i)}`)));
-    const done = runs.map((run) => dispatcher.dispatch(run));
+  it('a run waiting behind the cap is queued with no startedAt; it becomes running when it starts', async () => {
+    const setup = setUp();
+    const { store, crawler } = setup;
+    const { runs, done } = await createAll(setup, 'ws_q', 'research_q', DIRECT_RUNS_PER_WORKSPACE + 1);
     await tick();
     const waiting = runs[DIRECT_RUNS_PER_WORKSPACE]!;
+    for (const run of runs.slice(0, DIRECT_RUNS_PER_WORKSPACE)) expect(run).toMatchObject({ status: 'running', claims: 1 });
+    expect(waiting).toMatchObject({ status: 'queued', startedAt: null, userAgent: null, claims: 0 });
+    expect(await store.getRun(waiting.id)).toMatchObject({ status: 'queued', startedAt: null });
+    crawler.release(runs[0]!.id);
+    await done[0];
+    // Handed the slot: claimed now, with its startedAt, and crawling.
+    const until = Date.now() + 5_000;
+    while (!crawler.crawling.has(waiting.id) && Date.now() < until) await tick(5);
+    const started = await store.getRun(waiting.id);
+    expect(started).toMatchObject({ status: 'running', userAgent: 'TestBot', claims: 1 });
+    expect(started?.startedAt).not.toBeNull();
+    for (const run of runs.slice(1)) crawler.release(run.id);
+    expect((await Promise.all(done)).map((d) => d.run?.status)).toEqual(runs.map(() => 'succeeded'));
+  });
+
+  it('a deduplicated create keeps no slot', async () => {
+    const setup = setUp();
+    const first = await created(setup, 'ws_d', 'research_dup');
+    // The same id again: not created, and its slot is given back (the next run still starts at once).
+    await created(setup, 'ws_d', 'research_dup');
+    await created(setup, 'ws_d', 'research_dup');
+    const second = await created(setup, 'ws_d', 'research_dup2');
+    expect([first.status, second.status]).toEqual(['running', 'running']);
+  });
+
+  it('cancel of a waiting (queued) run: canceled at once, its create answers, it never starts', async () => {
+    const setup = setUp();
+    const { store, crawler, dispatcher } = setup;
+    const { runs, done } = await createAll(setup, 'ws_a', 'research_c', DIRECT_RUNS_PER_WORKSPACE + 1);
+    await tick();
+    const waiting = runs[DIRECT_RUNS_PER_WORKSPACE]!;
+    expect(waiting.status).toBe('queued');
     expect(crawler.crawling.has(waiting.id)).toBe(false);
-    await store.cancelRun(waiting.id);
+    expect((await store.cancelRun(waiting.id))?.run.status).toBe('canceled');
     await dispatcher.cancel(waiting.id);
-    for (const run of runs.slice(0, DIRECT_RUNS_PER_WORKSPACE)) crawler.release(run.id);
+    // Its create request is answered without waiting for a slot.
     const last = await done[DIRECT_RUNS_PER_WORKSPACE]!;
-    expect(last.run?.status).toBe('canceled');
-    expect(crawler.started).not.toContain(waiting.id);
+    expect(last.run).toBeUndefined();
+    expect((await store.getRun(waiting.id))?.status).toBe('canceled');
+    expect(crawler.crawling.size).toBe(DIRECT_RUNS_PER_WORKSPACE);
+    for (const run of runs.slice(0, DIRECT_RUNS_PER_WORKSPACE)) crawler.release(run.id);
     await Promise.all(done);
+    expect(crawler.started).not.toContain(waiting.id);
   });
 
   it('close fails the runs still waiting for a slot without crawling them', async () => {
-    const { store, crawler, dispatcher } = setUp();
-    const runs = await Promise.all(Array.from({ length: DIRECT_RUNS_PER_WORKSPACE + 2 }, (_, i) => createClaimed(store, 'ws_a', `research_d${String(i)}`)));
-    const done = runs.map((run) => dispatcher.dispatch(run).then(() => 'ok', () => 'rejected'));
+    const setup = setUp();
+    const { store, crawler, dispatcher } = setup;
+    const { runs, done } = await createAll(setup, 'ws_a', 'research_d', DIRECT_RUNS_PER_WORKSPACE + 2);
+    const settled = done.map((d) => d.then((r) => r.run?.status ?? 'none', () => 'rejected'));
     await tick();
     await dispatcher.close();
-    expect(await Promise.all(done)).toEqual(runs.map(() => 'rejected'));
+    // The running ones were aborted (their create fails); the waiting ones end failed, never started.
+    expect(await Promise.all(settled)).toEqual([...runs.slice(0, DIRECT_RUNS_PER_WORKSPACE).map(() => 'rejected'), 'failed', 'failed']);
     for (const run of runs) expect((await store.getRun(run.id))?.status).toBe('failed');
+    expect((await store.getRun(runs.at(-1)!.id))?.error).toBe('The daemon shut down before the research run finished.');
     expect(crawler.started).toEqual(runs.slice(0, DIRECT_RUNS_PER_WORKSPACE).map((r) => r.id));
   });
 });
