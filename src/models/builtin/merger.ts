@@ -208,43 +208,50 @@ export function merge(mergeInput: unknown): string {
     for (const a of answers) out.push(`According to ${a.url}:`, `> ${a.text}`, '');
     if (out[out.length - 1] === '') out.pop();
     if (fields.objective !== '') out.push('', `**Request:** ${fields.objective}`);
-  } else if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
+  }
+  // Investigate: the location first (what a reader sees in the first lines), then the request.
+  const request = !research && fields.objective !== '' ? ['', `**Request:** ${fields.objective}`] : [];
   if (research) {
     // Answered above.
   } else if (lead === null) {
-    out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.');
+    out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.', ...request);
   } else if (fileSupport.has(lead)) {
     const inLead = kept.filter((l) => l.path === lead);
     const key = [...inLead].sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || (lineValue.get(b.citation) ?? 0) - (lineValue.get(a.citation) ?? 0) || b.support - a.support || a.order - b.order)[0] as Line;
     const covered = [...(fileSupport.get(lead)?.terms ?? [])];
     const name = definedName(key.quote);
     out.push(
-      `The most likely location is ${codeSpan(lead)}: ${inLead.length} confirmed ${inLead.length === 1 ? 'line' : 'lines'} there` +
-        (covered.length > 0 ? ` match the request (${covered.map((t) => t.word).join(', ')})` : '') +
-        `. The key line${name !== null ? ` defines ${codeSpan(name)}` : ' is'}:`,
+      `The most likely location is ${codeSpan(lead)}, line ${key.line}${name !== null ? `, which defines ${codeSpan(name)}` : ''}:`,
       '',
       `- ${codeSpan(key.citation)}`,
       `  > ${codeSpan(key.quote)}`,
+      '',
+      `${inLead.length} confirmed ${inLead.length === 1 ? 'line' : 'lines'} there` + (covered.length > 0 ? ` ${inLead.length === 1 ? 'matches' : 'match'} the request (${covered.map((t) => t.word).join(', ')}).` : '.'),
+      ...request,
     );
   } else {
     const shown = groups.get(lead)?.passages.length ?? 0;
-    out.push(`The most relevant source is ${lead}; its ${shown === 1 ? 'passage' : `${shown} passages`} quoted below ${shown === 1 ? 'was' : 'were'} found on the page as fetched.`);
+    out.push(`The most relevant source is ${lead}; its ${shown === 1 ? 'passage' : `${shown} passages`} quoted below ${shown === 1 ? 'was' : 'were'} found on the page as fetched.`, ...request);
   }
 
+  const evidence: string[] = [];
   if (kept.length > 0) {
-    out.push('', '## Evidence', '');
-    for (const l of kept) out.push(`- ${codeSpan(l.citation)}${reason(l.quote, terms)}`, `  > ${codeSpan(l.quote)}`);
+    // In research the pages answer; repository lines that share the words come after them.
+    evidence.push('', research ? '## Related repository lines' : '## Evidence', '');
+    for (const l of kept) evidence.push(`- ${codeSpan(l.citation)}${reason(l.quote, terms)}`, `  > ${codeSpan(l.quote)}`);
   }
+  const web: string[] = [];
   const shownPages = pages.slice(0, MAX_PASSAGES);
   if (shownPages.length > 0) {
-    out.push('', '## Web sources', '');
+    web.push('', '## Web sources', '');
     for (const g of shownPages) {
       for (const passage of g.passages.slice(0, 3)) {
         const matched = termsIn(passage.join(' '), terms);
-        out.push(`- ${g.url}${matched.length > 0 ? ` — matches ${matched.map((t) => t.word).join(', ')}` : ''}`, ...passage.map((q) => `  > ${q}`));
+        web.push(`- ${g.url}${matched.length > 0 ? ` — matches ${matched.map((t) => t.word).join(', ')}` : ''}`, ...passage.map((q) => `  > ${q}`));
       }
     }
   }
+  out.push(...(research ? [...web, ...evidence] : [...evidence, ...web]));
 
   const notes: string[] = [];
   for (const c of conflicts) {
