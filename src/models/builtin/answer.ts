@@ -7,6 +7,7 @@ import { OUTPUT_CAPS } from '../../contracts/constants.js';
 import { definedName } from './definitions.js';
 import type { Term } from './terms.js';
 import { termWeight, termsIn } from './terms.js';
+import { lineRank } from './lead.js';
 import { pathPrior } from './tool-output.js';
 
 export interface Finding {
@@ -111,8 +112,11 @@ export function rankFiles(findings: readonly Finding[], terms: readonly Term[]):
     ev.score += findingScore(f, terms);
     if (f.kind === 'definition') ev.definitions += 1;
   }
-  // Source files outrank docs that describe them (pathPrior): the question is where it happens.
-  const key = (e: FileEvidence): number => termWeight([...e.terms]) * pathPrior(e.path);
+  // A file is as good as its best line (lead.ts: a definition of the asked behaviour first),
+  // plus a share of the terms its lines cover; source files outrank docs that describe them.
+  const best = new Map<string, number>();
+  for (const f of findings) best.set(f.path, Math.max(best.get(f.path) ?? 0, lineRank(f, terms, findings)));
+  const key = (e: FileEvidence): number => (best.get(e.path) ?? 0) + 0.5 * termWeight([...e.terms]) * pathPrior(e.path);
   return [...files.values()].sort((a, b) => key(b) - key(a) || b.definitions - a.definitions || b.score - a.score || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
@@ -120,6 +124,8 @@ export interface CandidateAnswer {
   method: string;
   terms: readonly Term[];
   findings: readonly Finding[];
+  /** How many files contain each term (lead.ts `rarityLine`), for the merger to weigh terms by. */
+  rarity?: string;
   /** Failed tool calls worth telling the reader about. */
   problems?: readonly string[];
 }
@@ -132,7 +138,7 @@ export function renderCandidateAnswer(a: CandidateAnswer): string {
   const ranked = rankFiles(findings, terms);
   const best = ranked[0];
   if (best) {
-    const key = [...best.findings].sort((x, y) => findingScore(y, terms) - findingScore(x, terms) || x.line - y.line)[0];
+    const key = [...best.findings].sort((x, y) => lineRank(y, terms, findings) - lineRank(x, terms, findings) || findingScore(y, terms) - findingScore(x, terms) || x.line - y.line)[0];
     const def = key?.kind === 'definition' ? key : undefined;
     const covered = [...best.terms];
     out.push(
@@ -151,7 +157,9 @@ export function renderCandidateAnswer(a: CandidateAnswer): string {
 
   out.push('', '## Findings', '');
   out.push(`Search terms: ${terms.length > 0 ? terms.map((t) => codeSpan(t.word)).join(', ') : '(none could be derived from the request)'}.`);
-  out.push(`Method: ${a.method}`, '');
+  out.push(`Method: ${a.method}`);
+  if (a.rarity !== undefined) out.push(a.rarity);
+  out.push('');
   if (findings.length === 0) out.push('No line in the repository matched the search terms.');
   for (const f of findings) out.push(renderFinding(f, terms));
 
@@ -202,7 +210,7 @@ export function compressAnswer(previous: string, capBytesLimit: number = OUTPUT_
       const first = sec.lines.findIndex((l) => l.trim() !== '');
       return { heading: sec.heading, lines: first < 0 ? [] : [sec.lines[first] as string, ...sec.lines.slice(first + 1).filter((l) => isBullet(l) || isQuote(l))] };
     }
-    return { heading: sec.heading, lines: sec.lines.filter((l) => isBullet(l) || isQuote(l)) };
+    return { heading: sec.heading, lines: sec.lines.filter((l) => isBullet(l) || isQuote(l) || l.startsWith('Term rarity')) };
   });
   const render = (): string => `${kept.map((sec) => [sec.heading, '', ...sec.lines].join('\n')).join('\n\n')}\n`;
   let text = render();

@@ -6,13 +6,14 @@
 import type { Finding } from './answer.js';
 import { pickLines, renderCandidateAnswer } from './answer.js';
 import { definedName } from './definitions.js';
+import { answerScore, rarityLine, withRarity } from './lead.js';
 import type { Phase, SearchContext, Strategy } from './strategy.js';
 import { compareStrings, failures, resultsOf } from './strategy.js';
 import type { Term } from './terms.js';
 import { escapeRegex, termWeight, termsIn } from './terms.js';
 import type { Batch } from './transcript.js';
 import type { Hit } from './tool-output.js';
-import { parseGrep, parseRead, pathPrior, quotable } from './tool-output.js';
+import { parseFind, parseGrep, parseRead, pathPrior, quotable } from './tool-output.js';
 
 const TOP_FILES = 3;
 const WINDOW_BEFORE = 8;
@@ -26,10 +27,68 @@ interface FileScore {
   bestScore: number;
 }
 
-function lineScore(text: string, terms: readonly Term[]): number {
+/** A line's worth as a citation: how well it answers (lead.ts), plus how many terms it shows. */
+function lineScore(text: string, terms: readonly Term[], context = ''): number {
   const matched = termsIn(text, terms);
-  const name = definedName(text);
-  return termWeight(matched) + matched.length * 2 + (name === null ? 0 : 1 + termWeight(termsIn(name, terms)));
+  return answerScore(text, terms, context) + 0.5 * termWeight(matched) + matched.length;
+}
+
+/** The tool walks directories depth-first with sorted names: compare paths segment by segment. */
+function walkOrder(a: string, b: string): number {
+  const pa = a.split('/');
+  const pb = b.split('/');
+  for (let i = 0; i < Math.min(pa.length, pb.length); i += 1) {
+    const c = compareStrings(pa[i] as string, pb[i] as string);
+    if (c !== 0) return c;
+  }
+  return pa.length - pb.length;
+}
+
+/**
+ * Per term, how many files contain it, over the repository's files (from the term greps and the
+ * file list). A grep that reached its match limit saw only the files up to its last hit, in walk
+ * order; the file list says what share of the repository that prefix is, and the count is
+ * scaled up by it. Without the scaling, the commonest words (a package's own name) would look as
+ * rare as the words that matter, since both stop at the same limit.
+ */
+export function termFiles(batch: Batch, terms: readonly Term[]): { filesWith: Map<string, number>; files: number } {
+  const perTerm = new Map<string, { files: Set<string>; capped: boolean }>();
+  const all = new Set<string>();
+  let listed: string[] = [];
+  for (const r of batch) {
+    if (r.name === 'find' && r.ok) listed = [...parseFind(r.text).files].sort(walkOrder);
+    if (r.name !== 'grep' || !r.ok) continue;
+    const pattern = typeof r.args['pattern'] === 'string' ? r.args['pattern'] : '';
+    const term = terms.find((t) => escapeRegex(t.stem) === pattern);
+    const entry = term ? (perTerm.get(term.stem) ?? { files: new Set<string>(), capped: false }) : null;
+    for (const hit of parseGrep(r.text)) {
+      all.add(hit.path);
+      entry?.files.add(hit.path);
+    }
+    if (term && entry) {
+      entry.capped ||= r.text.includes('[match limit reached');
+      perTerm.set(term.stem, entry);
+    }
+  }
+  const filesWith = new Map<string, number>();
+  let files = Math.max(all.size, listed.length);
+  for (const [stem, e] of perTerm) {
+    let count = e.files.size;
+    if (e.capped && listed.length > 0) {
+      const last = [...e.files].sort(walkOrder).pop() as string;
+      const scanned = listed.findIndex((p) => walkOrder(p, last) > 0);
+      if (scanned > 0) count = Math.round((count * listed.length) / scanned);
+    }
+    filesWith.set(stem, count);
+    files = Math.max(files, count);
+  }
+  return { filesWith, files };
+}
+
+/** The request's terms weighted by how few files contain them. */
+function rareTerms(ctx: SearchContext, done: readonly Batch[]): Term[] {
+  const { filesWith, files } = termFiles(done[0] ?? [], ctx.terms);
+  return withRarity(ctx.terms, filesWith, files);
 }
 
 /**
@@ -78,11 +137,16 @@ export function scoreFiles(batch: Batch, terms: readonly Term[]): FileScore[] {
   return scored.sort((a, b) => b.score - a.score || compareStrings(a.path, b.path));
 }
 
-const grepTerms: Phase = (ctx) =>
-  ctx.terms.map((t) => ({ name: 'grep', args: { pattern: escapeRegex(t.stem), ignore_case: true, max_matches: 200 } }));
+/** How many files the repository lists: the measure the term counts are scaled to (termFiles). */
+export const LIST_FILES = { name: 'find', args: { pattern: '*', type: 'file', max_results: 2000 } } as const;
+
+const grepTerms: Phase = (ctx) => [
+  ...ctx.terms.map((t) => ({ name: 'grep', args: { pattern: escapeRegex(t.stem), ignore_case: true, max_matches: 200 } })),
+  ...(ctx.terms.length > 0 ? [{ name: LIST_FILES.name, args: { ...LIST_FILES.args } }] : []),
+];
 
 const readTopFiles: Phase = (ctx, done) =>
-  scoreFiles(done[0] ?? [], ctx.terms)
+  scoreFiles(done[0] ?? [], rareTerms(ctx, done))
     .slice(0, TOP_FILES)
     .map((f) => ({ name: 'read', args: { path: f.path, offset: Math.max(1, f.best.line - WINDOW_BEFORE), limit: WINDOW_LINES } }));
 
@@ -93,14 +157,16 @@ function classify(path: string, line: number, text: string): Finding {
 
 function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const findings: Finding[] = [];
-  const ranked = scoreFiles(done[0] ?? [], ctx.terms);
+  const terms = rareTerms(ctx, done);
+  const ranked = scoreFiles(done[0] ?? [], terms);
   for (const r of resultsOf(done.slice(1), 'read')) {
     const path = typeof r.args['path'] === 'string' ? r.args['path'] : '';
+    const base = path.split('/').pop() ?? path;
     const lines = pickLines(
       parseRead(r.text).filter((l) => quotable(l.text)),
-      ctx.terms,
+      terms,
       LINES_PER_FILE,
-      (text) => lineScore(text, ctx.terms),
+      (text) => lineScore(text, terms, base),
     );
     for (const l of lines) findings.push(classify(path, l.line, l.text));
   }
@@ -109,9 +175,11 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
     if (!f.best.cut && quotable(f.best.text)) findings.push(classify(f.path, f.best.line, f.best.text));
   }
   const matchedFiles = ranked.length;
+  const { filesWith, files } = termFiles(done[0] ?? [], ctx.terms);
   return renderCandidateAnswer({
     method: `searched file contents for each term (case-insensitive); ${matchedFiles} ${matchedFiles === 1 ? 'file' : 'files'} matched; read the top ${Math.min(TOP_FILES, matchedFiles)} around the lines where most terms meet.`,
-    terms: ctx.terms,
+    rarity: rarityLine(ctx.terms, filesWith, files),
+    terms,
     findings,
     problems: failures(done),
   });

@@ -8,6 +8,7 @@ import type { Finding } from './answer.js';
 import { pickLines, renderCandidateAnswer } from './answer.js';
 import { termsAlternation } from './candidate-path.js';
 import { definedName, definitionPattern } from './definitions.js';
+import { answerScore, withRarity } from './lead.js';
 import type { Phase, SearchContext, Strategy } from './strategy.js';
 import { compareStrings, failures, resultsOf } from './strategy.js';
 import type { Term } from './terms.js';
@@ -37,9 +38,9 @@ function rank(hits: readonly Hit[], terms: readonly Term[]): Ranked[] {
     seen.add(key);
     const name = h.cut ? null : definedName(h.text);
     const inLine = termsIn(h.text, terms);
-    const inName = name === null ? [] : termsIn(name, terms);
-    // Names that carry the terms beat lines that merely mention them near a keyword.
-    const score = (termWeight(inLine) + 2 * termWeight(inName) + inLine.length + (name !== null ? 3 : 0)) * pathPrior(h.path);
+    // Names that carry the terms beat lines that merely mention them near a keyword (lead.ts).
+    const answers = h.cut ? 0.5 * termWeight(inLine) : answerScore(h.text, terms, h.path.split('/').pop() ?? h.path);
+    const score = (answers + 0.5 * termWeight(inLine) + inLine.length) * pathPrior(h.path);
     out.push({ ...h, score, name });
   }
   return out.sort((a, b) => b.score - a.score || compareStrings(a.path, b.path) || a.line - b.line);
@@ -53,10 +54,30 @@ function usageHits(done: readonly Batch[]): Hit[] {
   return resultsOf(done.slice(1, 2), 'grep').flatMap((r) => parseGrep(r.text));
 }
 
+/**
+ * The request's terms weighted by rarity among the definitions found: a term many definitions
+ * carry (the package's own name) tells little apart.
+ */
+function rareTerms(ctx: SearchContext, done: readonly Batch[]): Term[] {
+  const perTerm = new Map<string, Set<string>>();
+  const all = new Set<string>();
+  for (const r of resultsOf(done.slice(0, 1), 'grep')) {
+    const term = ctx.terms.find((t) => definitionPattern(t.stem) === r.args['pattern']);
+    for (const h of parseGrep(r.text)) {
+      all.add(h.path);
+      if (!term) continue;
+      const set = perTerm.get(term.stem) ?? new Set<string>();
+      set.add(h.path);
+      perTerm.set(term.stem, set);
+    }
+  }
+  return withRarity(ctx.terms, new Map([...perTerm].map(([stem, set]) => [stem, set.size])), all.size);
+}
+
 /** The top hits, at most one per neighbourhood, so three reads show three different places. */
 function targets(ctx: SearchContext, done: readonly Batch[]): Ranked[] {
   const defs = definitionHits(done);
-  const ranked = rank(defs.length > 0 ? defs : usageHits(done), ctx.terms);
+  const ranked = rank(defs.length > 0 ? defs : usageHits(done), rareTerms(ctx, done));
   const picked: Ranked[] = [];
   for (const r of ranked) {
     if (picked.some((p) => p.path === r.path && Math.abs(p.line - r.line) < NEAR_LINES)) continue;
@@ -86,6 +107,7 @@ function finding(path: string, line: number, text: string): Finding {
 
 function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const picked = targets(ctx, done);
+  const terms = rareTerms(ctx, done);
   const reads = resultsOf(done.slice(2, 3), 'read');
   const findings: Finding[] = [];
   for (const [i, t] of picked.entries()) {
@@ -97,9 +119,9 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
       else if (!t.cut && quotable(t.text)) findings.push(finding(t.path, t.line, t.text));
       const uses = pickLines(
         lines.filter((l) => l.line !== t.line && quotable(l.text)),
-        ctx.terms,
+        terms,
         USES_PER_WINDOW,
-        (text) => termWeight(termsIn(text, ctx.terms)),
+        (text) => termWeight(termsIn(text, terms)),
       );
       for (const u of uses) findings.push(finding(t.path, u.line, u.text));
     } else if (!t.cut && quotable(t.text)) {
@@ -112,7 +134,7 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
       defCount > 0
         ? `searched for definitions (functions, classes, assignments, exports, methods) whose names contain a term; ${defCount} matched; read around the top ${Math.min(TOP_DEFINITIONS, picked.length)}.`
         : 'searched for definitions whose names contain a term and found none, so searched for the terms themselves and read around the best uses.',
-    terms: ctx.terms,
+    terms: terms,
     findings,
     problems: failures(done),
   });

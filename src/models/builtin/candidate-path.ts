@@ -7,6 +7,7 @@
 import type { Finding } from './answer.js';
 import { pickLines, renderCandidateAnswer } from './answer.js';
 import { definedName } from './definitions.js';
+import { answerScore } from './lead.js';
 import type { Phase, SearchContext, Strategy } from './strategy.js';
 import { compareStrings, failures, resultsOf } from './strategy.js';
 import type { Term } from './terms.js';
@@ -94,10 +95,10 @@ const grepInFiles: Phase = (ctx, done) =>
     ? []
     : topFiles(ctx, done).map((f) => ({ name: 'grep', args: { pattern: termsAlternation(ctx.terms), path: f.path, ignore_case: true, max_matches: 200 } }));
 
-function lineScore(text: string, terms: readonly Term[]): number {
+/** A line's worth as a citation: how well it answers (lead.ts), plus how many terms it shows. */
+function lineScore(text: string, terms: readonly Term[], context: string): number {
   const matched = termsIn(text, terms);
-  const name = definedName(text);
-  return termWeight(matched) + matched.length * 2 + (name === null ? 0 : 2 + termWeight(termsIn(name, terms)));
+  return answerScore(text, terms, context) + 0.5 * termWeight(matched) + matched.length;
 }
 
 function classify(path: string, line: number, text: string, kind: Finding['kind'] = 'usage', note?: string): Finding {
@@ -116,7 +117,8 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
     const grep = greps.find((g) => g.args['path'] === file.path);
     const head = heads.find((h) => h.args['path'] === file.path);
     const hits = grep ? parseGrep(grep.text).filter((h) => !h.cut && quotable(h.text)) : [];
-    const best = pickLines(hits, ctx.terms, LINES_PER_FILE, (text) => lineScore(text, ctx.terms));
+    const base = file.path.split('/').pop() ?? file.path;
+    const best = pickLines(hits, ctx.terms, LINES_PER_FILE, (text) => lineScore(text, ctx.terms, base));
     for (const h of best) findings.push(classify(file.path, h.line, h.text, 'usage', note));
     if (best.length === 0 && head && note !== undefined) {
       // The name matched but no line did: cite the first definition (or first line) of the head.

@@ -11,9 +11,11 @@ import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citat
 import { collapseWhitespace } from '../../contracts/citations.js';
 import { answerSentences, injectionReason, requestedVersions } from './page-judgement.js';
 import { definedName } from './definitions.js';
+import type { RankedLine } from './lead.js';
+import { lineRank, parseRarity, withRarity } from './lead.js';
 import { compareStrings } from './strategy.js';
 import type { Term } from './terms.js';
-import { extractTerms, requestFields, termWeight, termsIn } from './terms.js';
+import { extractTerms, requestFields, termsIn } from './terms.js';
 import { asArray, asRecord, asString } from './transcript.js';
 
 const MAX_LINES = 30;
@@ -160,28 +162,42 @@ export function merge(mergeInput: unknown): string {
   const kept = [...lines.values()].sort((a, b) => b.support - a.support || rank(a.citation, a.order) - rank(b.citation, b.order) || compareStrings(a.citation, b.citation)).slice(0, MAX_LINES);
   const pages = [...groups.values()].sort((a, b) => b.support - a.support || rank(a.url, a.order) - rank(b.url, b.order) || compareStrings(a.url, b.url));
 
-  // The location to lead with: the one a conflict resolution prefers, else the best-supported file.
+  // The location to lead with is the confirmed line that best answers the request (lead.ts): a
+  // confirmed definition of a name the question uses (`class RetryPolicy` for "the RetryPolicy
+  // class") first; then behaviour whose name carries the rarest terms over a type that names
+  // the concept, over lines that merely mention the words. Terms weigh by rarity as a candidate
+  // measured it over the repository; lines more answers carry, and files with more good lines,
+  // count a little more. The evaluator's conflicts (which file has most verified lines) only
+  // break ties: a count of lines says nothing about which one does what was asked.
   const conflicts = asArray(evaluation['conflicts']).map(asRecord);
-  // A confirmed definition of a name the question uses (`class RetryPolicy` for "the RetryPolicy
-  // class") answers "where" better than any number of lines repeating the other words.
   const named = new Set(terms.filter((t) => t.identifier).map((t) => t.word));
   const definesNamed = (quote: string): boolean => {
     const name = definedName(quote);
     return name !== null && named.has(name.toLowerCase());
   };
-  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term>; named: boolean }>();
+  const rarity = asArray(input['candidates']).map((c) => parseRarity(asString(asRecord(c)['response']), terms)).find((r) => r !== null) ?? null;
+  const weighted = rarity === null ? terms : withRarity(terms, rarity.filesWith, rarity.files);
+  const asLines = kept.map((l) => ({ path: l.path, line: l.line, text: l.quote }));
+  const lineValue = new Map(kept.map((l, i) => [l.citation, lineRank(asLines[i] as RankedLine, weighted, asLines) * (1 + 0.2 * (l.support - 1))]));
+  const fileSupport = new Map<string, { support: number; lines: number; order: number; terms: Set<Term>; named: boolean; values: number[] }>();
   for (const l of kept) {
-    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>(), named: false };
+    const f = fileSupport.get(l.path) ?? { support: 0, lines: 0, order: l.order, terms: new Set<Term>(), named: false, values: [] };
     f.support = Math.max(f.support, l.support);
     f.named ||= definesNamed(l.quote);
     f.lines += 1;
+    f.values.push(lineValue.get(l.citation) ?? 0);
     for (const t of termsIn(l.quote, terms)) f.terms.add(t);
     fileSupport.set(l.path, f);
   }
+  const fileValue = (f: { values: number[] }): number => {
+    const [top = 0, ...others] = [...f.values].sort((a, b) => b - a);
+    return top + 0.1 * others.slice(0, 2).reduce((sum, v) => sum + v, 0);
+  };
   const preferredByResolution = conflicts.map((c) => firstPath(asString(c['resolution']))).find((p) => p !== null && (fileSupport.has(p) || groups.has(p)));
-  const namedDefinition = [...fileSupport.entries()].filter(([, f]) => f.named).sort((a, b) => b[1].support - a[1].support || a[1].order - b[1].order)[0]?.[0];
-  const byEvidence = [...fileSupport.entries()].sort((a, b) => b[1].support - a[1].support || termWeight([...b[1].terms]) - termWeight([...a[1].terms]) || b[1].lines - a[1].lines || a[1].order - b[1].order)[0]?.[0];
-  const lead = namedDefinition ?? preferredByResolution ?? byEvidence ?? pages[0]?.url ?? null;
+  const byAnswer = [...fileSupport.entries()].sort(
+    (a, b) => Number(b[1].named) - Number(a[1].named) || fileValue(b[1]) - fileValue(a[1]) || Number(b[0] === preferredByResolution) - Number(a[0] === preferredByResolution) || b[1].support - a[1].support || a[1].order - b[1].order,
+  )[0]?.[0];
+  const lead = byAnswer ?? preferredByResolution ?? pages[0]?.url ?? null;
 
   const out: string[] = ['## Answer', ''];
   const research = asString(asRecord(input['canonical_input'])['workflow']) === 'research';
@@ -192,43 +208,50 @@ export function merge(mergeInput: unknown): string {
     for (const a of answers) out.push(`According to ${a.url}:`, `> ${a.text}`, '');
     if (out[out.length - 1] === '') out.pop();
     if (fields.objective !== '') out.push('', `**Request:** ${fields.objective}`);
-  } else if (fields.objective !== '') out.push(`**Request:** ${fields.objective}`, '');
+  }
+  // Investigate: the location first (what a reader sees in the first lines), then the request.
+  const request = !research && fields.objective !== '' ? ['', `**Request:** ${fields.objective}`] : [];
   if (research) {
     // Answered above.
   } else if (lead === null) {
-    out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.');
+    out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.', ...request);
   } else if (fileSupport.has(lead)) {
     const inLead = kept.filter((l) => l.path === lead);
-    const key = [...inLead].sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || Number(definedName(b.quote) !== null) - Number(definedName(a.quote) !== null) || termWeight(termsIn(b.quote, terms)) - termWeight(termsIn(a.quote, terms)) || b.support - a.support || a.order - b.order)[0] as Line;
+    const key = [...inLead].sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || (lineValue.get(b.citation) ?? 0) - (lineValue.get(a.citation) ?? 0) || b.support - a.support || a.order - b.order)[0] as Line;
     const covered = [...(fileSupport.get(lead)?.terms ?? [])];
     const name = definedName(key.quote);
     out.push(
-      `The most likely location is ${codeSpan(lead)}: ${inLead.length} confirmed ${inLead.length === 1 ? 'line' : 'lines'} there` +
-        (covered.length > 0 ? ` match the request (${covered.map((t) => t.word).join(', ')})` : '') +
-        `. The key line${name !== null ? ` defines ${codeSpan(name)}` : ' is'}:`,
+      `The most likely location is ${codeSpan(lead)}, line ${key.line}${name !== null ? `, which defines ${codeSpan(name)}` : ''}:`,
       '',
       `- ${codeSpan(key.citation)}`,
       `  > ${codeSpan(key.quote)}`,
+      '',
+      `${inLead.length} confirmed ${inLead.length === 1 ? 'line' : 'lines'} there` + (covered.length > 0 ? ` ${inLead.length === 1 ? 'matches' : 'match'} the request (${covered.map((t) => t.word).join(', ')}).` : '.'),
+      ...request,
     );
   } else {
     const shown = groups.get(lead)?.passages.length ?? 0;
-    out.push(`The most relevant source is ${lead}; its ${shown === 1 ? 'passage' : `${shown} passages`} quoted below ${shown === 1 ? 'was' : 'were'} found on the page as fetched.`);
+    out.push(`The most relevant source is ${lead}; its ${shown === 1 ? 'passage' : `${shown} passages`} quoted below ${shown === 1 ? 'was' : 'were'} found on the page as fetched.`, ...request);
   }
 
+  const evidence: string[] = [];
   if (kept.length > 0) {
-    out.push('', '## Evidence', '');
-    for (const l of kept) out.push(`- ${codeSpan(l.citation)}${reason(l.quote, terms)}`, `  > ${codeSpan(l.quote)}`);
+    // In research the pages answer; repository lines that share the words come after them.
+    evidence.push('', research ? '## Related repository lines' : '## Evidence', '');
+    for (const l of kept) evidence.push(`- ${codeSpan(l.citation)}${reason(l.quote, terms)}`, `  > ${codeSpan(l.quote)}`);
   }
+  const web: string[] = [];
   const shownPages = pages.slice(0, MAX_PASSAGES);
   if (shownPages.length > 0) {
-    out.push('', '## Web sources', '');
+    web.push('', '## Web sources', '');
     for (const g of shownPages) {
       for (const passage of g.passages.slice(0, 3)) {
         const matched = termsIn(passage.join(' '), terms);
-        out.push(`- ${g.url}${matched.length > 0 ? ` — matches ${matched.map((t) => t.word).join(', ')}` : ''}`, ...passage.map((q) => `  > ${q}`));
+        web.push(`- ${g.url}${matched.length > 0 ? ` — matches ${matched.map((t) => t.word).join(', ')}` : ''}`, ...passage.map((q) => `  > ${q}`));
       }
     }
   }
+  out.push(...(research ? [...web, ...evidence] : [...evidence, ...web]));
 
   const notes: string[] = [];
   for (const c of conflicts) {

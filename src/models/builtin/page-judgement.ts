@@ -126,6 +126,74 @@ export function setAsideReason(content: string, asked: readonly string[]): strin
 }
 
 // ---------------------------------------------------------------------------------------------
+// Recency: when the question names no version, the newest statement answers
+// ---------------------------------------------------------------------------------------------
+
+const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+const ISO_DATE = /\b((?:19|20)\d\d)-(0[1-9]|1[0-2])(?:-(0[1-9]|[12]\d|3[01]))?\b/gu;
+const NAMED_DATE = /\b(?:(\d{1,2})\s+)?(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?:(\d{1,2}),?\s+)?((?:19|20)\d\d)\b/giu;
+
+/** Dates a text states (`2024-03-01`, `March 2024`, `1 March 2024`), as yyyymmdd numbers. */
+export function datesIn(text: string): number[] {
+  const out: number[] = [];
+  for (const m of text.matchAll(ISO_DATE)) out.push(Number(m[1]) * 10000 + Number(m[2]) * 100 + Number(m[3] ?? 0));
+  for (const m of text.matchAll(NAMED_DATE)) {
+    const month = MONTHS.indexOf((m[2] ?? '').slice(0, 3).toLowerCase()) + 1;
+    out.push(Number(m[4]) * 10000 + month * 100 + Number(m[1] ?? m[3] ?? 0));
+  }
+  return out;
+}
+
+/** Numeric order of two version strings (`5` > `4.2`); missing parts count as 0. */
+function compareVersions(a: string, b: string): number {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i += 1) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+export interface DatedPage {
+  url: string;
+  content: string;
+}
+
+/**
+ * Pages another page supersedes, for a question that names no version: when two pages answer
+ * it, one about an older version of the subject than another, or dated earlier than another,
+ * states what was true then, not now. Returns url → reason. Pages that state neither a version
+ * nor a date are never set aside: nothing says they are old.
+ */
+export function supersededPages(pages: readonly DatedPage[]): Map<string, string> {
+  const facts = pages.map((p) => ({ url: p.url, version: pageVersion(p.content), date: Math.max(0, ...datesIn(p.content)) }));
+  const out = new Map<string, string>();
+  const newestVersion = facts.filter((f) => f.version !== null).sort((a, b) => compareVersions(b.version as string, a.version as string))[0];
+  const newestDate = facts.filter((f) => f.date > 0).sort((a, b) => b.date - a.date)[0];
+  for (const f of facts) {
+    if (newestVersion && f.version !== null && compareVersions(f.version, newestVersion.version as string) < 0 && !sameRelease(f.version, newestVersion.version as string)) {
+      out.set(f.url, `it is about version ${f.version}, superseded by version ${newestVersion.version as string} (${newestVersion.url})`);
+    } else if (newestDate && f.date > 0 && f.date < newestDate.date && Math.floor(f.date / 10000) * 10000 !== f.date && f.version === null) {
+      out.set(f.url, `it is dated ${formatDate(f.date)}, superseded by ${newestDate.url}, dated ${formatDate(newestDate.date)}`);
+    }
+  }
+  return out;
+}
+
+function formatDate(d: number): string {
+  const y = Math.floor(d / 10000);
+  const m = Math.floor(d / 100) % 100;
+  const day = d % 100;
+  return `${y}-${String(m).padStart(2, '0')}${day > 0 ? `-${String(day).padStart(2, '0')}` : ''}`;
+}
+
+/** Words that say a statement no longer holds ("previously 100", "was raised from", "deprecated"). */
+const SUPERSEDED_WORDS = /\b(?:previously|formerly|used\s+to|no\s+longer|deprecated|legacy|outdated|obsolete|(?:was|were)\s+(?:changed|raised|lowered|increased|decreased|reduced|replaced|updated))\b|\bolder\s+(?:versions?|releases?)\b/iu;
+/** Words that say a statement is the current one. */
+const CURRENT_WORDS = /\b(?:now|currently|as\s+of|starting\s+(?:with|in|from)|since\s+(?:version|release|v)|the\s+new\s+default|latest)\b/iu;
+
+// ---------------------------------------------------------------------------------------------
 // Answer sentences
 // ---------------------------------------------------------------------------------------------
 
@@ -152,6 +220,9 @@ export function sentencesOf(text: string): string[] {
 /** Questions that ask for a quantity or a name are answered by a sentence that states one. */
 const ASKS_FOR_VALUE = /\b(?:how\s+(?:many|much|long|often|large|big)|what\s+(?:is|are)\s+the\s+(?:default|limit|maximum|minimum|size|port|value|number|timeout|ttl)|which\s+(?:port|version|value|number|status|code|hash|algorithm|function)|default|limit|port|timeout|status\s+code|how\s+(?:does|do|is|are))\b/iu;
 
+/** Questions whose answer is a number. */
+const ASKS_FOR_NUMBER = /\bhow\s+(?:many|much|long|often|large|big)\b|\b(?:limit|maximum|minimum|size|port|timeout|ttl|number\s+of|count)\b/iu;
+
 /**
  * The sentences that answer the question, best first (at most `max`, from different passages
  * when they add terms): BM25 over sentences, with a preference for sentences that state a value
@@ -162,14 +233,24 @@ export function answerSentences(evidence: readonly SourcedText[], terms: readonl
   const sentences: SourcedText[] = evidence.flatMap((p) => sentencesOf(p.text).map((text) => ({ url: p.url, text })));
   if (sentences.length === 0 || terms.length === 0) return [];
   const wantsValue = ASKS_FOR_VALUE.test(objective);
+  const wantsNumber = ASKS_FOR_NUMBER.test(objective);
+  const newest = Math.max(0, ...sentences.flatMap((s) => datesIn(s.text)));
   const scored = bm25(sentences, (s) => s.text, terms)
     .filter((s) => s.score > 0)
     .map((s) => {
-      const states = /\d|\b[A-Z]{2,}[\w-]*\b/u.test(s.item.text);
+      // A quantity is stated with a number; a name (a hash, a protocol) may be an acronym.
+      const states = (wantsNumber ? /\d/u : /\d|\b[A-Z]{2,}[\w-]*\b/u).test(s.item.text);
+      // A sentence that asks or reports the question ("someone asked how many…") does not answer it.
+      const asks = /\?\s*$|\b(?:asked|asks|wondering|wonders)\b/iu.test(s.item.text) ? 0.4 : 1;
       // A sentence about the version asked beats one about another version of the subject.
       const versions = asked.length === 0 ? [] : versionsIn(s.item.text);
       const fit = versions.length === 0 ? 1 : versions.some((v) => asked.some((a) => sameRelease(a, v))) ? 1.5 : 0.3;
-      const bonus = (wantsValue && states ? 1.5 : 1) * (1 + 0.25 * s.matched.length) * fit;
+      // The current statement over a superseded one: its own words, then its date against the
+      // newest date any candidate sentence states.
+      const dates = datesIn(s.item.text);
+      const dated = dates.length === 0 || newest === 0 ? 1 : Math.max(...dates) < newest ? 0.5 : 1.2;
+      const current = (SUPERSEDED_WORDS.test(s.item.text) ? 0.5 : 1) * (CURRENT_WORDS.test(s.item.text) ? 1.25 : 1) * dated;
+      const bonus = (wantsValue && states ? 1.5 : 1) * (1 + 0.25 * s.matched.length) * fit * current * asks;
       return { ...s.item, score: s.score * bonus, matched: s.matched };
     })
     .sort((a, b) => b.score - a.score || a.text.length - b.text.length);

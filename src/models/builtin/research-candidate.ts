@@ -18,7 +18,7 @@ import { termWeight, termsIn } from './terms.js';
 import type { Batch, PlannedCall } from './transcript.js';
 import { asRecord, asString } from './transcript.js';
 import { parseGrep, pathPrior, quotable } from './tool-output.js';
-import { answerSentences, injectionReason, requestedVersions, setAsideReason } from './page-judgement.js';
+import { answerSentences, injectionReason, requestedVersions, setAsideReason, supersededPages } from './page-judgement.js';
 
 export const FETCH_TOOL = 'fusion_web_fetch';
 const MAX_SOURCES = 12;
@@ -109,6 +109,7 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const asked = requestedVersions(ctx.fields);
   const setAside: SetAside[] = [];
   const injections: Injection[] = [];
+  const contents = new Map<string, string>();
   for (const e of done[0] ?? []) {
     if (e.name === FETCH_TOOL) {
       const url = asString(e.args['url']);
@@ -131,6 +132,7 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
         continue;
       }
       pages.push({ url: pageUrl, passages });
+      contents.set(pageUrl, parsed.content);
     } else if (e.name === 'grep' && e.ok) {
       const ranked = parseGrep(e.text)
         .filter((h) => !h.cut && quotable(h.text))
@@ -144,6 +146,16 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
         repoHits.push(name === null ? { path: h.path, line: h.line, text: h.text, kind: 'usage' } : { path: h.path, line: h.line, text: h.text, kind: 'definition', note: `defines ${name}` });
       }
     }
+  }
+  if (asked.length === 0) {
+    // No version asked: of the pages that answer, one about an older version or dated earlier
+    // than another states what was true then (page-judgement.ts), and is set aside.
+    const best = new Map(pages.map((p) => [p.url, answerSentences(p.passages.map((x) => ({ url: p.url, text: x.text })), terms, ctx.fields.objective, asked, 1)[0]?.score ?? 0]));
+    const top = Math.max(0, ...best.values());
+    const answering = pages.filter((p) => top > 0 && (best.get(p.url) ?? 0) >= 0.5 * top);
+    const superseded = supersededPages(answering.map((p) => ({ url: p.url, content: contents.get(p.url) ?? '' })));
+    for (const [url, reason] of superseded) setAside.push({ url, reason });
+    pages.splice(0, pages.length, ...pages.filter((p) => !superseded.has(p.url)));
   }
   const all: PagePassage[] = pages.flatMap((p) => p.passages.map((x) => ({ ...x, url: p.url })));
   const picked = selectPassages(bm25(all, (p) => p.text, terms));

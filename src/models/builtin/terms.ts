@@ -87,8 +87,8 @@ export function stem(word: string): string {
     w = base;
     return true;
   };
-  // Plural / third person: -ies → -y, -sses → -ss, -xes/-ches → -x/-ch, -s → '' (not -ss/-us/-is).
-  const plural = cut('ies', 'y') || cut('sses', 'ss') || (/(?:x|z|ch|sh)es$/u.test(w) && cut('es'));
+  // Plural / third person: -ies → '' (so `entr` matches entry and entries alike), -sses → -ss, -xes/-ches → -x/-ch, -s → '' (not -ss/-us/-is).
+  const plural = cut('ies') || cut('sses', 'ss') || (/(?:x|z|ch|sh)es$/u.test(w) && cut('es'));
   if (!plural && !/(?:ss|us|is)$/u.test(w)) cut('s');
   if (!cut('ing')) cut('ed');
   if (/([b-df-hj-np-tv-z])\1$/u.test(w) && !/(?:ll|ss|zz)$/u.test(w)) cut(w.slice(-1));

@@ -90,7 +90,7 @@ export function pathPrior(path: string): number {
   if (DECLARATION.test(path)) prior = 0.7;
   else if (SOURCE_EXT.test(path)) prior = 1.3;
   else if (DOC_EXT.test(path)) prior = 0.6;
-  if (TEST_PATH.test(path)) prior *= 0.6;
+  if (TEST_PATH.test(path)) prior *= 0.45;
   if (GENERATED.test(path)) prior *= 0.4;
   return prior;
 }

@@ -56,9 +56,10 @@ describe.each(CASES)('builtin candidates on $name', ({ root, args, file, line })
     const runs = await Promise.all(BUILTIN_STRATEGIES.map((s) => runCandidate(createBuiltinProvider(s), root, input)));
     const [content, path, definition] = runs.map((r) => r.calls) as [string[], string[], string[]];
     expect(new Set([content.join('\n'), path.join('\n'), definition.join('\n')]).size).toBe(3);
-    // content: one grep per term, then reads; path: ls + name globs first; definition: definition patterns.
+    // content: one grep per term and one listing of the files (to scale the term counts), then
+    // reads; path: ls + name globs first; definition: definition patterns.
     expect(toolNames(content)[0]).toBe('grep');
-    expect(toolNames(content)).not.toContain('find');
+    expect(content.filter((c) => c.startsWith('find('))).toEqual(['find({"pattern":"*","type":"file","max_results":2000})']);
     expect(toolNames(path).slice(0, 2)).toEqual(['ls', 'find']);
     expect(path.some((c) => c.startsWith('find(') && c.includes('**/*['))).toBe(true);
     expect(definition[0]).toContain('function|class');
@@ -81,12 +82,15 @@ describe('builtin candidate turn mechanics', () => {
   it('is stateless: replaying a transcript gives the identical next turn', async () => {
     const provider = createBuiltinProvider('content-search');
     const run = await runCandidate(provider, IPADDR_ROOT, input);
-    const partial = run.messages.slice(0, 2 + 1 + 4); // system, user, assistant(4 greps), 4 results
-    const a = await provider.complete({ role: 'candidate', taskId: 't', messages: partial, tools: [{ name: 'read', description: '', parameters: {} }, { name: 'grep', description: '', parameters: {} }] });
-    const b = await createBuiltinProvider('content-search').complete({ role: 'candidate', taskId: 't', messages: partial, tools: [{ name: 'read', description: '', parameters: {} }, { name: 'grep', description: '', parameters: {} }] });
+    const first = run.messages[2]?.tool_calls?.length ?? 0; // the greps and the file listing
+    expect(first).toBeGreaterThan(1);
+    const partial = run.messages.slice(0, 2 + 1 + first); // system, user, assistant(first batch), its results
+    const tools = [{ name: 'read', description: '', parameters: {} }, { name: 'grep', description: '', parameters: {} }, { name: 'find', description: '', parameters: {} }];
+    const a = await provider.complete({ role: 'candidate', taskId: 't', messages: partial, tools });
+    const b = await createBuiltinProvider('content-search').complete({ role: 'candidate', taskId: 't', messages: partial, tools });
     expect(a).toEqual(b);
     expect(a.stopReason).toBe('tool_calls');
-    expect(a.toolCalls.map((c) => c.id)).toEqual(['call_5', 'call_6', 'call_7']);
+    expect(a.toolCalls.map((c) => c.id)).toEqual([`call_${first + 1}`, `call_${first + 2}`, `call_${first + 3}`]);
     expect(a.toolCalls.every((c) => c.name === 'read')).toBe(true);
   });
 
