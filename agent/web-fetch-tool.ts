@@ -13,6 +13,7 @@
  */
 import type { FetchRequest, FetchResponse, ToolSpec } from '../src/contracts/broker-protocol.js';
 import { RESEARCH_FETCH_TOOL } from '../src/contracts/constants.js';
+import { webFetchResultText } from '../src/contracts/web-fetch-result.js';
 import type { FetchProvenance } from './audit-log.js';
 
 export const WEB_FETCH_MESSAGES = {
@@ -140,19 +141,8 @@ export async function runWebFetchTool(args: unknown, context: WebFetchContext): 
   }
 
   const result = response.result;
-  const text = JSON.stringify(
-    {
-      url: result.url,
-      final_url: result.final_url,
-      status: result.status,
-      content_type: result.content_type,
-      format: result.format,
-      truncated: result.truncated,
-      content: result.content,
-    },
-    null,
-    2,
-  );
+  // The broker records the digest of this very text; the audit requires the logged result to match.
+  const text = webFetchResultText(result);
   return {
     status: 'ok',
     text,

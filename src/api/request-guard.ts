@@ -10,9 +10,17 @@ import { FusionError } from '../errors.js';
 /** Request line + headers; Node refuses more with HPE_HEADER_OVERFLOW (answered as 431). */
 export const MAX_HEADER_BYTES = 16 * 1024;
 export const MAX_URL_BYTES = 8 * 1024;
-/** Headers must arrive within this; a whole request body within REQUEST_TIMEOUT_MS (answered as 408). */
+/**
+ * Headers must arrive within this; a whole request body within REQUEST_TIMEOUT_MS (answered as
+ * 408, then the connection is destroyed). Both surfaces (Unix socket, TCP) use the same
+ * deadlines. They bound receiving the request only: an event stream or a `wait` whose request
+ * arrived is answered for as long as it takes.
+ */
 export const HEADERS_TIMEOUT_MS = 10_000;
-export const REQUEST_TIMEOUT_MS = 60_000;
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+/** How long a refusal may take to flush before its connection is destroyed anyway. */
+const ANSWER_FLUSH_MS = 1_000;
 
 export const STRICT_SERVER_OPTIONS = {
   maxHeaderSize: MAX_HEADER_BYTES,
@@ -45,10 +53,18 @@ export function installClientErrorEnvelope(server: Server): void {
   });
 }
 
-/** Writes one JSON error reply on a raw connection (before or instead of Node's HTTP handling) and closes it. */
+/**
+ * Writes one JSON error reply on a raw connection (before or instead of Node's HTTP handling) and
+ * destroys it once the reply is flushed. Not a half-close: a peer that never closes its own side
+ * would keep a half-closed connection, and its slot, for as long as it likes.
+ */
 export function answerAndClose(socket: Duplex, fe: FusionError): void {
   const body = JSON.stringify(fe.toEnvelope());
   const retryAfter = fe.details.retryAfterSeconds;
+  // A peer that does not read cannot hold the connection by leaving the reply unflushed.
+  const deadline = setTimeout(() => socket.destroy(), ANSWER_FLUSH_MS);
+  deadline.unref();
+  socket.once('close', () => clearTimeout(deadline));
   socket.end(
     `HTTP/1.1 ${fe.httpStatus} ${STATUS_CODES[fe.httpStatus] ?? 'Error'}\r\n` +
       'content-type: application/json; charset=utf-8\r\n' +
@@ -56,6 +72,7 @@ export function answerAndClose(socket: Duplex, fe: FusionError): void {
       (typeof retryAfter === 'number' ? `retry-after: ${retryAfter}\r\n` : '') +
       'connection: close\r\n\r\n' +
       body,
+    () => socket.destroy(),
   );
 }
 

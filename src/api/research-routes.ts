@@ -19,6 +19,7 @@ import {
 import { IDEMPOTENCY_KEY_PATTERN } from '../contracts/agent-tools.js';
 import { authenticate, type Principal } from '../research/api-keys.js';
 import type { AuthFailureThrottle } from './auth-throttle.js';
+import { markAuthenticated } from './tcp-admission.js';
 import type { ResearchService } from '../research/research-service.js';
 import type { ApiKeyStore, ResearchDocumentRecord, ResearchRunRecord, ResearchSnapshotRecord } from '../store/research-port.js';
 import { parseWith, readJsonBody, sendJson } from './http-util.js';
@@ -95,6 +96,8 @@ async function principalOf(ctx: ResearchApiContext, req: IncomingMessage, thrott
   try {
     const principal = await authenticate(ctx.keys, req.headers.authorization);
     settle(false);
+    // The connection now counts against the keyholders' share, not the anonymous one.
+    markAuthenticated(req);
     return principal;
   } catch (err) {
     settle(err instanceof FusionError && err.code === 'unauthorized');

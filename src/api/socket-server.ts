@@ -31,6 +31,8 @@ export interface SocketListenOptions {
    * `unbounded` is true (root, the daemon's uid) are not counted.
    */
   perCaller?: { maxConnections: number; unbounded: (caller: CallerIdentity) => boolean };
+  /** The request deadlines (request-guard.ts's HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS unless set; tests shorten them). */
+  timeouts?: { headersTimeoutMs: number; requestTimeoutMs: number };
 }
 
 /** The default bound of open connections per non-privileged caller uid (docs/security.md#socket-callers). */
@@ -75,7 +77,12 @@ export async function listenOnSocket(path: string, handler: RequestListener, opt
   // A connection refused at accept (over its caller's bound) has had its answer; whatever it
   // still sends must reach no route.
   const refused = new WeakSet<Socket>();
-  const server = createServer(STRICT_SERVER_OPTIONS, (req, res) => (refused.has(req.socket) ? req.socket.destroy() : handler(req, res)));
+  const timeouts = options.timeouts === undefined ? {} : {
+    headersTimeout: options.timeouts.headersTimeoutMs,
+    requestTimeout: Math.max(options.timeouts.headersTimeoutMs, options.timeouts.requestTimeoutMs),
+    connectionsCheckingInterval: Math.min(STRICT_SERVER_OPTIONS.connectionsCheckingInterval, options.timeouts.headersTimeoutMs),
+  };
+  const server = createServer({ ...STRICT_SERVER_OPTIONS, ...timeouts }, (req, res) => (refused.has(req.socket) ? req.socket.destroy() : handler(req, res)));
   installClientErrorEnvelope(server);
   const { identify, fallbackCaller } = options;
   if (identify !== undefined || fallbackCaller !== undefined) {

@@ -3,7 +3,8 @@
  *
  * The broker is the child's only route to the network, so its record is the ground truth of
  * what was fetched. The child's log must tell the same story: the same fetches in the same
- * order, with the same requested URL, final URL, status, byte count and content hash. A fetch
+ * order, with the same requested URL, final URL, status, byte count and content hash, and the
+ * tool result the child logged must be the extraction the broker returned. A fetch
  * the broker made that the log hides, or a log entry claiming content the broker never
  * delivered, fails the attempt.
  *
@@ -83,6 +84,12 @@ function compareOkFetch(index: number, log: ToolCallLogRecord, broker: BrokerFet
   if (log.http_status !== broker.http_status) throw mismatch(`${label}: http status differs`);
   if (log.content_sha256 !== broker.content_sha256) throw mismatch(`${label}: content hash differs`);
   if (log.response_bytes !== broker.response_bytes) throw mismatch(`${label}: response_bytes differs`);
+  // The raw body's hash alone would let a child hand its model invented page text: the tool
+  // result it logged (which crossCheckConversation binds to what the model was sent) must be the
+  // extraction the broker returned.
+  if (broker.result_sha256 !== undefined && log.result_sha256 !== broker.result_sha256) {
+    throw mismatch(`${label}: the tool result differs from the extraction the broker returned (the model was not shown the fetched page)`);
+  }
 }
 
 function compareErrorFetch(index: number, log: ToolCallLogRecord, broker: BrokerFetchRecord): void {

@@ -29,7 +29,7 @@ import { toFusionError } from '../errors.js';
 import { verifyToolCallLog, toolCallLogFileName } from './verify-log.js';
 import { crossCheckBrokerRecord, crossCheckConversation } from './cross-check.js';
 import { packAttempt } from './tarball.js';
-import { memberAt, packMembers, readMembers, TarFormatError, type ReadMember } from './tar-members.js';
+import { firstDifferenceFromPack, memberAt, readMembers, TarFormatError, type ReadMember } from './tar-members.js';
 import { parsePublicKey, publicKeySha256, verifyManifestSignature } from './signing.js';
 import { MANIFEST_MEMBER, MANIFEST_SCHEMA, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } from './task-tarball.js';
 import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type ReplayRecord } from './replay.js';
@@ -172,10 +172,8 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
   // 1. Structure and canonical bytes.
   const members = readMembers(tar);
   report.members = members.length;
-  const again = await packMembers(members, scratch);
-  if (!again.equals(tar)) {
-    let at = 0;
-    while (at < tar.length && at < again.length && tar[at] === again[at]) at += 1;
+  const at = await firstDifferenceFromPack(members, tar, scratch);
+  if (at !== -1) {
     const member = memberAt(members, at);
     throw new Broken(member, `the tar bytes of ${member} (header or padding at byte ${at}) differ from the canonical form`);
   }

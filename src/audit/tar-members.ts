@@ -60,6 +60,34 @@ function fitsUstar(name: string): boolean {
 
 /** Packs `members` (sorted by name here) into one deterministic tar. */
 export async function packMembers(members: readonly TarMember[], scratchRoot: string = tmpdir()): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  await packInto(members, scratchRoot, (chunk) => chunks.push(chunk));
+  return Buffer.concat(chunks);
+}
+
+/**
+ * Where the deterministic pack of `members` first differs from `expected` (-1 when they are the
+ * same bytes). Streamed: the re-pack is compared as it is produced, never held whole, so
+ * verifying a tarball needs its own bytes in memory once, not twice.
+ */
+export async function firstDifferenceFromPack(members: readonly TarMember[], expected: Buffer, scratchRoot: string = tmpdir()): Promise<number> {
+  let at = 0;
+  let differs = -1;
+  await packInto(members, scratchRoot, (chunk) => {
+    if (differs !== -1) return;
+    const want = expected.subarray(at, at + chunk.length);
+    if (want.length !== chunk.length || !want.equals(chunk)) {
+      let i = 0;
+      while (i < want.length && want[i] === chunk[i]) i += 1;
+      differs = at + i;
+    }
+    at += chunk.length;
+  });
+  if (differs === -1 && at !== expected.length) differs = at;
+  return differs;
+}
+
+async function packInto(members: readonly TarMember[], scratchRoot: string, onChunk: (chunk: Buffer) => void): Promise<void> {
   const sorted = [...members].sort((a, b) => byteOrder(a.name, b.name));
   for (const [i, m] of sorted.entries()) {
     if (!isSafeMemberName(m.name)) throw new FusionError('internal_error', `unsafe tar member name ${JSON.stringify(m.name)}`);
@@ -72,16 +100,14 @@ export async function packMembers(members: readonly TarMember[], scratchRoot: st
       await mkdir(dirname(file), { recursive: true, mode: 0o700 });
       await writeFile(file, m.data, { mode: 0o600, flag: 'wx' });
     }
-    const chunks: Buffer[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb) {
-        chunks.push(chunk);
+        onChunk(chunk);
         cb();
       },
     });
     const normalise = (h: Headers): Headers => ({ name: h.name, size: h.size, type: h.type, mode: 0o600, mtime: EPOCH, uid: 0, gid: 0 });
     await pipeline(pack(dir, { entries: sorted.map((m) => m.name), map: normalise, strict: true }), sink);
-    return Buffer.concat(chunks);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -136,7 +162,8 @@ export function readMembers(tar: Buffer): ReadMember[] {
     const end = dataStart + Math.ceil(size / BLOCK) * BLOCK;
     if (end > tar.length) throw new TarFormatError(label, `${label} is truncated`);
     if (members.some((m) => m.name === name)) throw new TarFormatError(label, `${label} appears twice`);
-    members.push({ name, data: Buffer.from(tar.subarray(dataStart, dataStart + size)), offset, end });
+    // A view, not a copy: a member's bytes are the archive's (verifying a large tarball holds it once).
+    members.push({ name, data: tar.subarray(dataStart, dataStart + size), offset, end });
     offset = end;
   }
   return members;

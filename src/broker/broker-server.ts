@@ -45,6 +45,7 @@ import {
 } from './broker-http.js';
 import { MAX_FETCH_BODY_BYTES, MAX_MODEL_BODY_BYTES, describeIssues, fetchRequestSchema, modelTurnRequestSchema } from './wire-schema.js';
 import { sha256Hex } from '../contracts/sha256.js';
+import { webFetchResultText } from '../contracts/web-fetch-result.js';
 import { redactSecrets } from '../contracts/secret-redaction.js';
 import { closeServer } from '../http/http-util.js';
 
@@ -278,6 +279,8 @@ export async function startBroker(options: BrokerOptions): Promise<BrokerHandle>
         final_url: result.final_url,
         http_status: result.status,
         content_sha256: result.content_sha256,
+        // What the child must hand its model: the audit compares the logged tool result with it.
+        result_sha256: sha256Hex(webFetchResultText(result)),
         response_bytes: result.response_bytes,
       };
       const checked = brokerFetchRecordSchema.safeParse(candidate);

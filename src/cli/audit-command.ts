@@ -1,13 +1,16 @@
 /**
- * `fusion audit export TASK -o FILE.tar` and `fusion audit verify TASK|FILE.tar [--pubkey FILE]
- * [--replay [--repo DIR]]`. Both work without a daemon: export reads the sealed tarball from the
+ * `fusion audit export TASK -o FILE.tar` and `fusion audit verify TASK|FILE.tar [--file|--id]
+ * [--max-bytes N] [--pubkey FILE] [--replay [--repo DIR]]`. A task id (WORKFLOW-<32 hex>) is
+ * read from the database, a path (one with a `/` or ending in `.tar`, or any with --file) from
+ * disk; anything else is refused rather than guessed from what exists in the current directory. Both work without a daemon: export reads the sealed tarball from the
  * database of the data directory, or in cluster mode from the shared PostgreSQL database
  * (--database-url / FUSION_DATABASE_URL, as `fusion keys`); verify needs nothing but the file
  * (and, to pin the signer, the public key; to replay, a checkout of the repository).
  *
  * verify exits 0 when every check holds and 1 naming the first broken member.
  */
-import { existsSync, readFileSync, writeFileSync, lstatSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { WORKFLOWS } from '../contracts/constants.js';
 import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import { silentLogger } from '../log.js';
@@ -22,7 +25,65 @@ import { flag, has, parseArgs, usageError } from '../config/args.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
-const FLAGS = { data: { value: true }, 'database-url': { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {} };
+const FLAGS = {
+  data: { value: true }, 'database-url': { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {},
+  file: {}, id: {}, 'max-bytes': { value: true },
+};
+
+/** How `fusion audit verify` names a task by id: the daemon's ids are WORKFLOW-<32 hex>. */
+export const TASK_ID_PATTERN = new RegExp(`^(?:${WORKFLOWS.join('|')})-[0-9a-f]{32}$`);
+
+/**
+ * The largest tarball `audit verify` reads (a sealed task holds its attempts' logs, capped at
+ * 48 MiB per child, and its answer): verifying holds the tarball in memory once, so an
+ * oversized file is refused before it is read rather than exhausting the auditor's memory.
+ * Raised with --max-bytes N or FUSION_AUDIT_MAX_BYTES.
+ */
+export const AUDIT_VERIFY_MAX_BYTES = 256 * 1024 * 1024;
+
+function maxBytesOf(args: ReturnType<typeof parseArgs>, env: Env): number {
+  const [text, source] = flag(args, 'max-bytes') !== undefined ? [flag(args, 'max-bytes')!, '--max-bytes'] : [env.FUSION_AUDIT_MAX_BYTES, 'FUSION_AUDIT_MAX_BYTES'];
+  if (text === undefined || text.trim() === '') return AUDIT_VERIFY_MAX_BYTES;
+  if (!/^[1-9][0-9]{0,15}$/.test(text.trim())) throw usageError(`${source} must be a positive whole number of bytes, got ${JSON.stringify(text)}`);
+  return Number(text.trim());
+}
+
+/** A tarball verified by id (from the database) or by path: never guessed from what happens to exist. */
+type VerifyTarget = { kind: 'id'; id: string } | { kind: 'file'; path: string };
+
+function verifyTargetOf(target: string, args: ReturnType<typeof parseArgs>): VerifyTarget {
+  if (has(args, 'file') && has(args, 'id')) throw usageError('--file and --id exclude each other');
+  if (has(args, 'file')) return { kind: 'file', path: target };
+  if (has(args, 'id')) {
+    if (!TASK_ID_PATTERN.test(target)) throw usageError(`--id ${JSON.stringify(target)} is not a task id (WORKFLOW-<32 hex digits>, e.g. investigate-0123…)`);
+    return { kind: 'id', id: target };
+  }
+  if (target.includes('/') || target.endsWith('.tar')) return { kind: 'file', path: target };
+  if (TASK_ID_PATTERN.test(target)) return { kind: 'id', id: target };
+  throw usageError(
+    `${JSON.stringify(target)} is neither a task id (WORKFLOW-<32 hex digits>) nor a tarball path (one that contains / or ends in .tar); ` +
+      `for a file in this directory write ./${target} or pass --file`,
+  );
+}
+
+/** Reads a tarball file, refusing one over `maxBytes` before reading it. */
+function readTarball(path: string, maxBytes: number): Buffer {
+  const fd = openSync(path, 'r');
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new FusionError('invalid_input', `${path} is not a regular file`, { details: { field: 'FILE' } });
+    if (st.size > maxBytes) throw tooLarge(path, st.size, maxBytes);
+    return readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function tooLarge(what: string, size: number, maxBytes: number): FusionError {
+  return new FusionError('payload_too_large', `${what} is ${size} bytes, over the ${maxBytes}-byte cap of audit verify (it holds the tarball in memory); raise it with --max-bytes N or FUSION_AUDIT_MAX_BYTES=N`, {
+    details: { field: 'max-bytes', bytes: size, maxBytes },
+  });
+}
 
 /** Where the sealed tarballs are: the data directory's SQLite file, or the cluster's PostgreSQL database. */
 type StoreLocation = { home: string } | { url: string };
@@ -58,7 +119,7 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   const rest = raw.map((a) => (a === '-o' ? '--out' : a));
   const args = parseArgs(rest, FLAGS);
   const target = args.positionals[0];
-  if (target === undefined || args.positionals.length > 1) throw usageError(`usage: fusion audit ${sub ?? 'export|verify'} TASK${sub === 'verify' ? '|FILE.tar' : ''} …`);
+  if (target === undefined || args.positionals.length > 1) throw usageError(`usage: fusion audit ${sub ?? 'export|verify'} TASK${sub === 'verify' ? '|FILE.tar [--file|--id] [--max-bytes N]' : ''} …`);
   const home = resolveHome(args, env);
   // Cluster mode: the shared PostgreSQL database holds every task's sealed tarball.
   const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
@@ -74,8 +135,18 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   }
   if (sub !== 'verify') throw usageError(`unknown audit subcommand ${JSON.stringify(sub)}; use export or verify`);
 
-  const isFile = existsSync(target) && lstatSync(target).isFile();
-  const data = isFile ? readFileSync(target) : await tarballFromStore(where, target);
+  const chosen = verifyTargetOf(target, args);
+  const isFile = chosen.kind === 'file';
+  const maxBytes = maxBytesOf(args, env);
+  let data: Buffer;
+  if (chosen.kind === 'file') {
+    io.stderr(`fusion: verifying the tarball file ${resolve(chosen.path)}\n`);
+    data = readTarball(chosen.path, maxBytes);
+  } else {
+    io.stderr(`fusion: verifying the sealed record of task ${chosen.id} from ${'url' in where ? 'the cluster database' : dataPaths(where.home).dbFile}\n`);
+    data = await tarballFromStore(where, chosen.id);
+    if (data.length > maxBytes) throw tooLarge(`the sealed tarball of task ${chosen.id}`, data.length, maxBytes);
+  }
   const pubkeyFile = flag(args, 'pubkey');
   // A task read from this data directory is pinned to this directory's own key when it has one.
   // Only its public half is used, so the verifier need not be the key's owner (root auditing a daemon's tasks).
@@ -102,7 +173,7 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
     throw usageError('--repo is only used with --replay');
   }
   // A task read by id from the database must be that task's record, not another one's moved in.
-  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}), ...(isFile ? {} : { taskId: target }) });
+  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}), ...(chosen.kind === 'id' ? { taskId: chosen.id } : {}) });
   printReport(report, io, has(args, 'json'));
   return report.ok ? 0 : 1;
 }

@@ -128,6 +128,11 @@ export const brokerFetchRecordSchema = z
     final_url: nonBlank.optional(),
     http_status: z.number().int().min(100).max(599).optional(),
     content_sha256: sha256Hex.optional(),
+    /**
+     * sha256 of the tool result the broker's answer makes (src/contracts/web-fetch-result.ts): the
+     * extraction the model must be shown. Absent in records written before it was kept.
+     */
+    result_sha256: sha256Hex.optional(),
     response_bytes: count.optional(),
     /** One of the egress error codes (docs/behaviour.md#e3), or another snake_case broker refusal code. */
     error_code: z.string().regex(/^[a-z][a-z0-9_]*$/, 'must be a snake_case error code').optional(),
@@ -155,6 +160,7 @@ export const brokerFetchRecordSchema = z
       }
       forbid('final_url', 'for a failed fetch');
       forbid('content_sha256', 'for a failed fetch');
+      forbid('result_sha256', 'for a failed fetch');
     }
   });
 

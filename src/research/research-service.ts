@@ -11,6 +11,7 @@ import type { ResearchDocumentRecord, ResearchRunRecord, ResearchRunStore, Resea
 import type { Principal } from './api-keys.js';
 import type { ResearchDispatcher } from './dispatch.js';
 import { researchRunId } from './run-id.js';
+import { asStorageFull } from '../store/storage-full.js';
 
 export interface CreateOutcome {
   run: ResearchRunRecord;
@@ -36,9 +37,16 @@ export class ResearchService {
   async create(principal: Principal, idempotencyKey: string, payload: ResearchPayload): Promise<CreateOutcome> {
     const id = researchRunId(principal.workspaceId, idempotencyKey);
     const digest = payloadSha256(payload);
-    const { run, created } = await this.dispatcher.create(principal.workspaceId, (claimAs) =>
-      this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs),
-    );
+    let inserted: Awaited<ReturnType<ResearchRunStore['createRun']>>;
+    try {
+      inserted = await this.dispatcher.create(principal.workspaceId, (claimAs) =>
+        this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs),
+      );
+    } catch (err) {
+      // A full disk is the same state here as for a task submit: 507 storage_full, retryable.
+      throw asStorageFull(err, 'research run');
+    }
+    const { run, created } = inserted;
     if (!created) {
       if (run.payloadSha256 !== digest) {
         throw new FusionError('conflict', `Idempotency-Key was already used for research run ${run.id} with a different query, sourceUrls or limits`, {

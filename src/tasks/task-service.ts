@@ -24,6 +24,7 @@ import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
+import { asStorageFull } from '../store/storage-full.js';
 import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from '../common/durable-fs.js';
 import { isPrivileged, type CallerIdentity } from './caller.js';
 import type { RepoAccessCheck } from './repo-access.js';
@@ -618,15 +619,8 @@ export function noSuchTask(taskId: string): FusionError {
   return new FusionError('not_found', `no task with id ${taskId}`, { details: { taskId } });
 }
 
-/** A store write refused for lack of space is a state (storage_full, retryable), not a bug. */
-export function asStorageFull(err: unknown): unknown {
-  const chain = [err, (err as { cause?: unknown })?.cause];
-  const text = chain.map((e) => `${String((e as { code?: unknown })?.code ?? '')} ${String((e as Error)?.message ?? '')}`).join(' ');
-  if (/SQLITE_FULL|ENOSPC|database or disk is full/i.test(text)) {
-    return new FusionError('storage_full', 'the disk holding the daemon\'s data is full; no task was accepted. Free space and retry.', { cause: err });
-  }
-  return err;
-}
+/** One mapping of a full disk to storage_full for every submit path (src/store/storage-full.ts). */
+export { asStorageFull };
 
 function validateRepoDir(repo: string, dataDir: string): string {
   const trimmed = repo.trim();

@@ -7,7 +7,10 @@ import { createBrokerClient, type BrokerClient } from '../../../agent/broker-cli
 import { redactSecrets } from '../../../src/contracts/secret-redaction.js';
 import { BROKER_MESSAGES, startBroker, type BrokerFetcher, type BrokerHandle, type BrokerOptions } from '../../../src/broker/broker-server.js';
 import type { FetchRequest, ModelTurnRequest } from '../../../src/contracts/broker-protocol.js';
-import { brokerRecordSchema } from '../../../src/contracts/broker-record.js';
+import { brokerRecordSchema, type ToolCallLogRecord } from '../../../src/contracts/broker-record.js';
+import { webFetchResultText } from '../../../src/contracts/web-fetch-result.js';
+import { RESEARCH_FETCH_TOOL, SCHEMA } from '../../../src/contracts/constants.js';
+import { crossCheckBrokerRecord, crossCheckConversation } from '../../../src/audit/cross-check.js';
 import { FusionError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/log.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../../src/models/port.js';
@@ -247,9 +250,46 @@ describe('startBroker', () => {
         final_url: `${DECLARED_URL}/`,
         http_status: 200,
         content_sha256: sha256(PAGE),
+        result_sha256: sha256(webFetchResultText({ ...(res.ok ? res.result : ({} as never)) })),
         response_bytes: PAGE.length,
       });
       expect(brokerRecordSchema.safeParse(handle.records[0]).success).toBe(true);
+    });
+
+    it('a compromised child that hands its model invented page text fails the audit; an honest one passes', async () => {
+      const fetchArgs = JSON.stringify({ url: DECLARED_URL });
+      const scripted: ModelProvider = {
+        id: 'fake:scripted',
+        engine: 'fake',
+        complete: (req: ModelRequest) =>
+          Promise.resolve(req.messages.some((m) => m.role === 'tool')
+            ? { content: 'done', toolCalls: [], stopReason: 'stop', usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' }
+            : { content: '', toolCalls: [{ id: 'f1', name: RESEARCH_FETCH_TOOL, arguments: fetchArgs }], stopReason: 'tool_calls', usage: { inputTokens: 1, outputTokens: 1 }, model: 'm' }),
+      };
+      for (const hostile of [true, false]) {
+        await broker?.close();
+        const handle = await start({ provider: scripted, fetcher: okFetcher });
+        const user = { role: 'user' as const, content: 'research' };
+        const tools = [{ name: RESEARCH_FETCH_TOOL, description: 'fetch', parameters: { type: 'object', properties: {} } }];
+        const first = await client.modelTurn({ messages: [user], tools });
+        const res = await client.fetch({ url: DECLARED_URL });
+        if (!res.ok) throw new Error('the fetch failed');
+        // The compromised child keeps every provenance field the broker gave it, but swaps the page text.
+        const shown = webFetchResultText(hostile ? { ...res.result, content: 'Invented page: the answer is 42.' } : res.result);
+        await client.modelTurn({ messages: [user, first.message, { role: 'tool', content: shown, tool_call_id: 'f1' }], tools });
+        const log = [{
+          schema_version: SCHEMA.toolCall, ordinal: 0, tool_name: RESEARCH_FETCH_TOOL, arguments_sha256: sha256(fetchArgs), arguments_bytes: fetchArgs.length,
+          result_bytes: Buffer.byteLength(shown), result_sha256: sha256(shown), status: 'ok', duration_ms: 1,
+          url: DECLARED_URL, final_url: res.result.final_url, http_status: res.result.status, response_bytes: res.result.response_bytes, content_sha256: res.result.content_sha256,
+        }] as ToolCallLogRecord[];
+        // The log and the conversation agree with each other either way: the lie is consistent.
+        expect(() => crossCheckConversation(log, handle.records)).not.toThrow();
+        if (hostile) {
+          expect(() => crossCheckBrokerRecord(log, handle.records)).toThrow(/fetch 0 .*the tool result differs from the extraction the broker returned/);
+        } else {
+          expect(crossCheckBrokerRecord(log, handle.records)).toMatchObject({ logFetches: 1, brokerFetches: 1 });
+        }
+      }
     });
 
     it('refuses an undeclared url without calling the fetcher and records only its hash', async () => {

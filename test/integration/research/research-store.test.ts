@@ -217,3 +217,19 @@ describe.each(adapters)('API keys on the $engine store', (adapter) => {
     }
   });
 });
+
+describe('research create on a full disk', () => {
+  it('answers storage_full (507, retryable) as a task submit does, not a 500 store_error', async () => {
+    const store = createMemoryResearchStore();
+    // What the SQL adapters throw when the disk is full: a store_error caused by SQLITE_FULL / ENOSPC.
+    for (const cause of [Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }), Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })]) {
+      const full: ResearchRunStore = { ...store, createRun: async () => Promise.reject(new FusionError('store_error', 'insert failed', { cause })) } as ResearchRunStore;
+      const service = new ResearchService(full, recordingDispatcher(new RunExecutor({ store, crawler: manualCrawler(), buildDocument: buildTestDocument, log: silentLogger() })), silentLogger());
+      const err = await service.create(principal, 'full', payload).catch((e: unknown) => e as FusionError);
+      expect(err).toBeInstanceOf(FusionError);
+      expect(err).toMatchObject({ code: 'storage_full', httpStatus: 507, retryable: true });
+      expect((err as FusionError).message).toMatch(/no research run was accepted/);
+    }
+    await store.close();
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { memberAt, packMembers, readMembers } from '../../../src/audit/tar-members.js';
+import { firstDifferenceFromPack, memberAt, packMembers, readMembers } from '../../../src/audit/tar-members.js';
 
 const members = [
   { name: 'b.txt', data: Buffer.from('hello\n') },
@@ -40,5 +40,18 @@ describe('deterministic member tarballs', () => {
     for (const name of [`${dir}${'a'.repeat(101)}`, `${dir}${'é'.repeat(20)}`, `${dir}x\u001b[2Ky`, 'a'.repeat(101)]) {
       await expect(packMembers([{ name, data: Buffer.from('x') }]), JSON.stringify(name)).rejects.toThrow(/unsafe tar member name/);
     }
+  });
+});
+
+describe('firstDifferenceFromPack (the streamed canonical-bytes check of audit verify)', () => {
+  it('is -1 for the canonical bytes, and the first differing offset otherwise (a changed byte, trailing bytes, a short archive)', async () => {
+    const members = [{ name: 'a.txt', data: Buffer.from('hello') }, { name: 'b/c.json', data: Buffer.alloc(3000, 7) }];
+    const tar = await packMembers(members);
+    expect(await firstDifferenceFromPack(readMembers(tar), tar)).toBe(-1);
+    const flipped = Buffer.from(tar);
+    flipped[512 + 10] = 1; // padding after a.txt's data
+    expect(await firstDifferenceFromPack(members, flipped)).toBe(522);
+    expect(await firstDifferenceFromPack(members, Buffer.concat([tar, Buffer.alloc(512)]))).toBe(tar.length);
+    expect(await firstDifferenceFromPack(members, tar.subarray(0, tar.length - 512))).toBe(tar.length - 512);
   });
 });

@@ -1,7 +1,9 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { request, type Server } from 'node:http';
+import { markAuthenticated } from '../../../src/api/tcp-admission.js';
 import { describe, expect, it } from 'vitest';
 import {
-  assertListenAllowed, isLoopbackHost, listenOnTcp, parseListenAddress, TCP_HEADERS_TIMEOUT_MS, TCP_MAX_CONNECTIONS, TCP_REQUEST_TIMEOUT_MS,
+  assertListenAllowed, isLoopbackHost, listenOnTcp, parseListenAddress, TCP_HEADERS_TIMEOUT_MS, TCP_REQUEST_TIMEOUT_MS,
 } from '../../../src/api/tcp-listener.js';
 
 describe('--listen address', () => {
@@ -29,6 +31,18 @@ describe('--listen address', () => {
   });
 });
 
+async function connections(server: Server): Promise<number> {
+  return new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+}
+
+async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('condition not reached in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** Opens a raw connection, optionally sends `text`, and resolves when the server closes it (ms). */
 function closedAfter(port: number, text?: string): { closed: Promise<number>; data: () => string } {
   const started = Date.now();
@@ -51,22 +65,23 @@ describe('TCP listener connection bounds (an unauthenticated peer cannot hold co
     try {
       expect(server.headersTimeout).toBe(TCP_HEADERS_TIMEOUT_MS);
       expect(server.requestTimeout).toBe(TCP_REQUEST_TIMEOUT_MS);
-      expect(server.maxConnections).toBe(TCP_MAX_CONNECTIONS);
     } finally {
       server.close();
     }
   });
 
-  it('closes an idle connection and a half-sent request after the headers timeout, and refuses connections over the cap', async () => {
-    const { server, port } = await listenOnTcp({ host: '127.0.0.1', port: 0 }, (_req, res) => res.end('ok'), { headersTimeoutMs: 500, maxConnections: 2 });
+  it('closes an idle connection and a half-sent request after the headers timeout; a newcomer over the cap takes the slot of the longest idle one', async () => {
+    const { server, port } = await listenOnTcp({ host: '127.0.0.1', port: 0 }, (_req, res) => res.end('ok'), { headersTimeoutMs: 500, maxConnections: 2, reservedForAuthenticated: 0, evictGraceMs: 0 });
     try {
       const idle = closedAfter(port);
+      await waitFor(async () => (await connections(server)) === 1);
       const partial = closedAfter(port, 'GET /v1/health HTTP/1.1\r\nHost: x\r\n');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const third = closedAfter(port, 'GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n');
+      await waitFor(async () => (await connections(server)) === 2);
+      const third = closedAfter(port, 'GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
       expect(await third.closed).toBeLessThan(1_000);
-      expect(third.data()).toBe('');
-      expect(await idle.closed).toBeLessThan(4_000);
+      expect(third.data()).toMatch(/^HTTP\/1\.1 200[^]*ok$/);
+      // The silent connection was the longest idle: it made room.
+      expect(await idle.closed).toBeLessThan(1_000);
       expect(await partial.closed).toBeLessThan(4_000);
       expect(partial.data()).toMatch(/^HTTP\/1\.1 408/);
     } finally {
@@ -91,4 +106,101 @@ describe('TCP listener connection bounds (an unauthenticated peer cannot hold co
       server.close();
     }
   });
+});
+
+/** One request from `localAddress` on a fresh connection: status and milliseconds taken. */
+function timedRequest(port: number, localAddress: string, headers: Record<string, string> = {}): Promise<{ status: number; ms: number }> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, localAddress, path: '/api/v1/research', headers, agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: Date.now() - started }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('TCP listener under a lockout attack (silent and slow keep-alive connections from many addresses)', () => {
+  it('a legitimate client is still served quickly; one address holds at most its share; a timed-out connection is destroyed, not half-closed', async () => {
+    let slowSeen = 0;
+    let slowWrites = 0;
+    const limits = { maxConnections: 24, maxPerAddress: 4, reservedForAuthenticated: 8, headersTimeoutMs: 800, requestTimeoutMs: 800, probationMs: 1_000, evictGraceMs: 200 };
+    const { server, port } = await listenOnTcp({ host: '127.0.0.1', port: 0 }, (req, res) => {
+      if (req.headers.authorization === 'Bearer good') markAuthenticated(req);
+      if (req.url === '/slow') slowSeen += 1;
+      if (req.url === '/slow') return void setTimeout(() => res.end('slow'), 3_000);
+      res.end('ok');
+    }, limits);
+    const attack: Socket[] = [];
+    const timers: NodeJS.Timeout[] = [];
+    try {
+      // A peer that never closes its side (allowHalfOpen) must not keep its slot after the 408.
+      const halfOpen = connect({ host: '127.0.0.1', port, localAddress: '127.0.0.9', allowHalfOpen: true });
+      let halfData = '';
+      halfOpen.on('data', (c: Buffer) => (halfData += c.toString()));
+      halfOpen.on('error', () => undefined);
+      attack.push(halfOpen);
+      halfOpen.write('GET / HTTP/1.1\r\nHost: x\r\n');
+      await waitFor(() => halfData.startsWith('HTTP/1.1 408'));
+      await waitFor(async () => (await connections(server)) === 0);
+
+      // N silent connections and N keep-alive connections sending a cheap request every 300 ms,
+      // from 12 addresses: twice the listener's capacity.
+      for (let a = 10; a < 22; a++) {
+        for (let i = 0; i < 2; i++) {
+          const silent = connect({ host: '127.0.0.1', port, localAddress: `127.0.0.${String(a)}` });
+          silent.on('error', () => undefined);
+          attack.push(silent);
+          const slow = connect({ host: '127.0.0.1', port, localAddress: `127.0.0.${String(a)}` });
+          slow.on('error', () => undefined);
+          slow.on('data', () => undefined);
+          attack.push(slow);
+          timers.push(setInterval(() => {
+            if (!slow.writable) return;
+            slow.write('GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n');
+            slowWrites += 1;
+          }, 300));
+        }
+      }
+      // Anonymous connections fill their share (the rest is the keyholders' reserve).
+      await waitFor(async () => (await connections(server)) >= limits.maxConnections - limits.reservedForAuthenticated);
+      // The attack is under way: every keep-alive attacker has sent at least two requests.
+      await waitFor(() => slowWrites >= 2 * 24);
+      // Repeatedly, during the attack: a keyholder and an anonymous health check are served at once.
+      for (let round = 0; round < 5; round++) {
+        const keyed = await timedRequest(port, '127.0.0.2', { authorization: 'Bearer good' });
+        expect(keyed.status).toBe(200);
+        expect(keyed.ms).toBeLessThan(1_000);
+        const anonymous = await timedRequest(port, '127.0.0.3');
+        expect(anonymous.status).toBe(200);
+        expect(anonymous.ms).toBeLessThan(1_000);
+      }
+      expect(await connections(server)).toBeLessThanOrEqual(limits.maxConnections);
+
+      // One address with every anonymous connection busy gets no more than its share: newcomers
+      // enter on probation (at most as many again), and the next one is refused (busy).
+      const held: Socket[] = [];
+      for (let i = 0; i < limits.maxPerAddress; i++) {
+        const s = connect({ host: '127.0.0.1', port, localAddress: '127.0.0.41' });
+        s.on('error', () => undefined);
+        s.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+        held.push(s);
+        attack.push(s);
+      }
+      await waitFor(() => slowSeen === limits.maxPerAddress);
+      for (let i = 0; i < limits.maxPerAddress; i++) {
+        const s = connect({ host: '127.0.0.1', port, localAddress: '127.0.0.41' });
+        s.on('error', () => undefined);
+        attack.push(s);
+      }
+      const over = await timedRequest(port, '127.0.0.41');
+      expect(over.status).toBe(429);
+    } finally {
+      for (const t of timers) clearInterval(t);
+      for (const s of attack) s.destroy();
+      server.closeAllConnections();
+      server.close();
+    }
+  }, 30_000);
 });
