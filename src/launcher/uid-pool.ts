@@ -171,7 +171,7 @@ function ownedBy(path: string, uid: number): boolean {
 }
 
 /** A process's start time (field 22 of /proc/PID/stat), or null when it is gone. */
-function startTime(pid: number): string | null {
+export function startTime(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
