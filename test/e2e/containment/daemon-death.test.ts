@@ -57,7 +57,9 @@ for (const backend of BACKENDS) {
       const daemon = spawn(process.execPath, [FIXTURE, backend, scratch.repoDir, outDir, PROBES_DIR, String(WALL_MS), token], { stdio: ['ignore', 'pipe', 'inherit'] });
       const line = await new Promise<string>((resolve, reject) => {
         const rl = createInterface({ input: daemon.stdout });
-        rl.once('line', resolve);
+        rl.on('line', (text) => {
+          if (text.startsWith('LAUNCHED')) resolve(text);
+        });
         daemon.once('exit', (code) => reject(new Error(`fixture exited ${String(code)} before launching`)));
       });
       const [, , containerId] = line.split(' ');
