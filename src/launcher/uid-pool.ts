@@ -353,7 +353,7 @@ export function createUidPool(options: UidPoolOptions = {}): UidPool {
       const uid = Number(name);
       const path = join(claimDir, name);
       const text = readText(path);
-      let claim: Claim | null = null;
+      let claim: Claim | null;
       try {
         claim = text === null ? null : (JSON.parse(text) as Claim);
       } catch {
