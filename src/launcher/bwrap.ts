@@ -11,6 +11,9 @@
  *   `/repo` ro, `/out` rw, `/opt/fusion` ro, the broker socket, the request as a read-only copy
  *   (`--ro-bind-data`, so its host permissions do not matter), fresh `/proc`, minimal read-only `/dev`,
  *   a size-capped tmpfs `/tmp`, and a read-only root. No /etc, /home, /root, /work, host /tmp.
+ *   Under a root daemon `/tmp` and `/out` are `noexec` tmpfs mounts of the private namespace
+ *   (`private-binds.ts`); `/out` is capped by the kernel and copied to the host outDir after the
+ *   exit through a descriptor taken during the handshake (`out-mount.ts`).
  *   The working directory is /repo.
  * - limits: see `process-limits.ts` (cgroup v2 → cgroup v1; rlimits only by the admin's opt-in);
  *   wall, idle, output and /out caps are the supervision core's (`supervise.ts`).
