@@ -26,7 +26,8 @@
 // HTTP API with node:http, so dockerode stays confined to src/launcher/docker.ts.
 //
 // Needs dist/ (make build), bubblewrap, and the Docker engine with the child image (make image).
-// BENCH_SANDBOX_ITERATIONS (default 10) sets N.
+// BENCH_SANDBOX_ITERATIONS (default 10) sets N; BENCH_SANDBOX_TIERS (default `bwrap,docker,gvisor`)
+// picks the tiers measured (the others are reported as skipped by request).
 /* global console */
 import { iterations as iterationCount } from './short.mjs';
 import { Buffer } from 'node:buffer';
@@ -233,9 +234,11 @@ export default async function run() {
   const dirs = await scratchDirs();
   const broker = await brokerStandIn(dirs.sockDir);
   try {
-    const bwrap = await benchBwrap(dirs, broker, iterations).catch((err) => ({ error: err.message }));
-    const docker = await benchDocker(dirs, broker, iterations).catch((err) => ({ error: err.message }));
-    const gvisor = await benchGvisor(dirs, broker, iterations).catch((err) => ({ error: err.message }));
+    const tiers = (process.env.BENCH_SANDBOX_TIERS ?? 'bwrap,docker,gvisor').split(',').map((t) => t.trim());
+    const measure = (tier, fn) => (tiers.includes(tier) ? fn(dirs, broker, iterations).catch((err) => ({ error: err.message })) : { skipped: 'not in BENCH_SANDBOX_TIERS' });
+    const bwrap = await measure('bwrap', benchBwrap);
+    const docker = await measure('docker', benchDocker);
+    const gvisor = await measure('gvisor', benchGvisor);
     return { name: 'sandbox-start', iterations, unit: 'ms', bwrap, docker, gvisor };
   } finally {
     await broker.close();

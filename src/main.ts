@@ -43,6 +43,7 @@ import { createFusionWorkflow } from './workflow/fusion-workflow.js';
 import { createStageWorkerPool } from './workflow/stage-workers.js';
 import { claimRunRoot, prepareRunRoot, type RunRoot } from './launcher/attempt-dirs.js';
 import { takeDataDirLock, type DataDirLock } from './store/data-dir-lock.js';
+import { reapSandboxLeftovers } from './launcher/sandbox-reaper.js';
 import type { Roster } from './models/roster.js';
 import type { BudgetConfig } from './contracts/budget.js';
 import { loadRosterConfig } from './models/roster-config.js';
@@ -397,6 +398,9 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
   if (docker !== undefined) {
     await docker.reapOrphans(new Set()).catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'orphan container reaping failed'));
   }
+  // Then what a killed predecessor's sandboxes left: stray processes of the uid pool, mounts,
+  // mount points, and the uid claims nothing holds any more (src/launcher/sandbox-reaper.ts).
+  await reapSandboxLeftovers({ log, runRoot, pool: uidPool }).catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'sandbox leftover reaping failed'));
   const sealDeps = {
     store,
     tasksDir: paths.tasksDir,

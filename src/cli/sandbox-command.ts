@@ -51,6 +51,9 @@ function childCodeDir(): string | undefined {
 }
 
 function exitCodeOf(exit: SandboxExit): number {
+  // /out over its caps is 125 whatever the command did afterwards (it may exit 0 after its write
+  // was refused at the cap).
+  if (exit.outDirOverflow !== undefined) return 125;
   switch (exit.reason) {
     case 'exited':
       return exit.exitCode ?? 1;
@@ -131,6 +134,7 @@ export async function sandboxExecCommand(argv: string[], env: Env, io: Io): Prom
     if (exit.reason !== 'exited' && exit.reason !== 'signaled') {
       io.stderr(`fusion sandbox: ${launcher.name} sandbox stopped: ${exit.reason} after ${exit.durationMs} ms\n`);
     }
+    if (exit.outDirOverflow !== undefined) io.stderr(`fusion sandbox: /out over its cap: ${exit.outDirOverflow}\n`);
     return exitCodeOf(exit);
   } finally {
     process.off('SIGINT', stop);

@@ -48,8 +48,11 @@ function readInfo(stream: Readable, child: ChildProcess): Promise<number | null>
   });
 }
 
-/** Feeds options and seccomp program, waits for the sandbox init's pid, puts it in the cgroup, releases it. */
-export async function handshake(child: ChildProcess, invocation: BwrapInvocation, cgroup: SandboxCgroup | undefined, running?: HandshakeProgress): Promise<number | null> {
+/**
+ * Feeds options and seccomp program, waits for the sandbox init's pid, puts it in the cgroup,
+ * runs `beforeRelease` (the launcher takes hold of the private /out), releases it.
+ */
+export async function handshake(child: ChildProcess, invocation: BwrapInvocation, cgroup: SandboxCgroup | undefined, running?: HandshakeProgress, beforeRelease?: () => Promise<void>): Promise<number | null> {
   for (const fd of [FD.seccomp, FD.block, FD.args]) {
     // Write-only for us, but Node opens them duplex: drain the read side so 'close' can fire.
     pipeAt(child, fd)?.on('error', () => undefined).resume();
@@ -66,6 +69,7 @@ export async function handshake(child: ChildProcess, invocation: BwrapInvocation
   if (initPid === null) return null;
   if (running !== undefined) running.initPid = initPid;
   if (cgroup !== undefined) await cgroup.addProcess(initPid);
+  if (beforeRelease !== undefined) await beforeRelease();
   block.end('1');
   if (running !== undefined) running.released = true;
   return initPid;

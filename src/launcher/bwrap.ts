@@ -11,6 +11,9 @@
  *   `/repo` ro, `/out` rw, `/opt/fusion` ro, the broker socket, the request as a read-only copy
  *   (`--ro-bind-data`, so its host permissions do not matter), fresh `/proc`, minimal read-only `/dev`,
  *   a size-capped tmpfs `/tmp`, and a read-only root. No /etc, /home, /root, /work, host /tmp.
+ *   Under a root daemon `/tmp` and `/out` are `noexec` tmpfs mounts of the private namespace
+ *   (`private-binds.ts`); `/out` is capped by the kernel and copied to the host outDir after the
+ *   exit through a descriptor taken during the handshake (`out-mount.ts`).
  *   The working directory is /repo.
  * - limits: see `process-limits.ts` (cgroup v2 → cgroup v1; rlimits only by the admin's opt-in);
  *   wall, idle, output and /out caps are the supervision core's (`supervise.ts`).
@@ -32,14 +35,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
-import { access, open, readFile, type FileHandle } from 'node:fs/promises';
+import { access, open, readFile, statfs, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
 import { buildBwrapArgs, bwrapArgv, type Runtime } from './bwrap-args.js';
 import { handshake, type HandshakeProgress } from './bwrap-handshake.js';
-import { mountNoexecTmp, sweepNoexecTmps, type NoexecTmp } from './bwrap-noexec-tmp.js';
 import { resolveRuntime } from './bwrap-runtime-binds.js';
 import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
 import { descendantPids } from './proc-files.js';
@@ -47,10 +49,18 @@ import { detectLimitBackend, type LimitBackend, type LimitMechanism, type LimitP
 import { Tail } from './process-output.js';
 import { executableProblem, prepareHostPaths, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
 import { leaseIdentity } from './sandbox-lease.js';
-import { privateBinds, type PrivateBinds } from './private-binds.js';
+import { ensureMountBase, privateBinds, SETPRIV_PATH, type PrivateBinds } from './private-binds.js';
+import { outDirOverflow } from './out-dir-usage.js';
+import { copyOutTree, outMountOverflow } from './out-mount.js';
 import { defaultUidPool, type UidPool } from './uid-pool.js';
-import { supervise } from './supervise.js';
+import { outDirCaps, supervise } from './supervise.js';
 import { validateSpec } from './validate-spec.js';
+
+/** A root daemon's sandbox /out: its mount point inside the private namespace, and the held root. */
+interface PrivateOut {
+  mountPoint: string | undefined;
+  handle: FileHandle | undefined;
+}
 
 export interface BwrapLauncherOptions {
   log: Logger;
@@ -78,6 +88,8 @@ const TAIL_BYTES = 4096;
 const CHECK_TIMEOUT_MS = 15_000;
 /** During the kill grace period, how often new sandbox processes are looked for (to SIGTERM them). */
 const TERM_POLL_MS = 100;
+/** statfs type of tmpfs: what the held /out descriptor must name. */
+const TMPFS_MAGIC = 0x01021994;
 const RETRYABLE_ERRNOS = new Set(['EAGAIN', 'EBUSY', 'ENOMEM', 'ENOSPC', 'EMFILE', 'ENFILE']);
 
 function isRetryable(err: unknown): boolean {
@@ -109,8 +121,6 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     gid: process.getgid?.() ?? 0,
   });
   let runtimePromise: Promise<Runtime> | undefined;
-  /** Leftover /tmp mounts of killed daemons, removed once before the first launch. */
-  let sweptTmps: Promise<void> | undefined;
   let backendPromise: Promise<LimitBackend> | undefined;
   const runtime = (): Promise<Runtime> => (runtimePromise ??= resolveRuntime(nodePath));
   const backend = (): Promise<LimitBackend> =>
@@ -158,6 +168,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     if (nodeProblem !== null) return notOk(`the node runtime is not usable by uid ${identity.uid}: ${nodeProblem}`);
     try {
       await backend();
+      if (identity.dropPrivileges) ensureMountBase();
     } catch (err) {
       return notOk((err as Error).message);
     }
@@ -190,7 +201,6 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     validateSpec(spec);
     const { limits } = spec;
     let cgroup: SandboxCgroup | undefined;
-    let tmp: NoexecTmp | undefined;
     let requestHandle: FileHandle | undefined;
     let mechanism: LimitMechanism | undefined;
     let who: Awaited<ReturnType<typeof leaseIdentity>> | undefined;
@@ -203,8 +213,16 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       mechanism = limitBackend.mechanism;
       who = await leaseIdentity(identity, pool, spec);
       const as = who.identity;
-      await prepareHostPaths(spec, as);
-      if (as.dropPrivileges) binds = await privateBinds(spec, as);
+      // A root daemon gives the sandbox a capped tmpfs as /out (private-binds.ts): the host outDir
+      // is only written by the copy after the exit, so it stays root's.
+      await prepareHostPaths(spec, as, { outOnTmpfs: as.dropPrivileges });
+      if (as.dropPrivileges) {
+        binds = privateBinds({
+          ...(spec.repoDir === undefined ? {} : { repoDir: spec.repoDir }),
+          ...(spec.codeDir === undefined ? {} : { codeDir: spec.codeDir }),
+          tmpfsBytes: limits.tmpfsBytes, out: outDirCaps(limits),
+        }, as);
+      }
       if (spec.requestFile !== undefined) {
         requestHandle = await open(spec.requestFile, 'r').catch((err: NodeJS.ErrnoException) => {
           throw new FusionError('launch_failed', `requestFile ${spec.requestFile} cannot be opened: ${err.code ?? err.message}`, { retryable: false });
@@ -219,36 +237,29 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
           throw new FusionError('launch_failed', `cannot create the sandbox cgroup: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
         });
       }
-      if (as.dropPrivileges) {
-        sweptTmps ??= sweepNoexecTmps();
-        await sweptTmps;
-        tmp = await mountNoexecTmp(randomUUID().slice(0, 12), limits.tmpfsBytes, as.uid, as.gid).catch((err: unknown) => {
-          throw new FusionError('launch_failed', `cannot mount the sandbox /tmp: ${(err as Error).message}`, { retryable: isRetryable(err), cause: err });
-        });
-      }
       const invocation = buildBwrapArgs({
         runtime: rt, tmpfsBytes: limits.tmpfsBytes, repoDir: binds?.repoDir ?? spec.repoDir, outDir: binds?.outDir ?? spec.outDir,
-        ...(tmp === undefined ? {} : { tmpDir: tmp.dir }),
+        ...(binds === undefined ? {} : { tmpDir: binds.tmpDir }),
         ...(spec.codeDir === undefined ? {} : { codeDir: binds?.codeDir ?? spec.codeDir }),
         ...(spec.brokerSocketPath === undefined ? {} : { brokerSocketPath: spec.brokerSocketPath }),
         hasRequest: requestHandle !== undefined, env: spec.env ?? {}, command: spec.command,
       });
-      const child = spawnBwrap([...(binds?.prefix ?? []), ...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
+      // The parent-death signal from the first exec on (a non-root daemon spawns bwrap through
+      // setpriv for it too): a daemon killed before bwrap's own --die-with-parent takes hold
+      // still takes the launch with it.
+      const head = binds?.prefix ?? [SETPRIV_PATH, '--pdeathsig', 'KILL', '--'];
+      const child = spawnBwrap([...head, ...prefix, ...bwrapArgv(bwrapPath, invocation)], requestHandle?.fd);
       const ownCgroup = cgroup;
-      const ownTmp = tmp;
-      cgroup = undefined; // from here on the supervision's inspect removes them
-      tmp = undefined;
+      cgroup = undefined; // from here on the supervision's inspect removes it
       const progress: HandshakeProgress = { initPid: undefined, released: false };
-      const supervision = superviseBwrap(child, spec, startedAt, ownCgroup, ownTmp, progress, mechanism);
+      const out: PrivateOut = { mountPoint: binds?.outDir, handle: undefined };
+      const supervision = superviseBwrap(child, spec, startedAt, ownCgroup, progress, mechanism, out);
       const handle = supervision.handle;
-      // The uid and the mount points outlive the launch call: the exit path gives them back.
-      const [leased, mounts] = [who, binds];
+      // The uid outlives the launch call: the exit path gives it back.
+      const leased = who;
       who = undefined;
       binds = undefined;
-      void handle.exit.finally(() => {
-        leased.release();
-        void mounts?.cleanup();
-      });
+      void handle.exit.finally(() => leased.release());
       const spawnError = await new Promise<Error | null>((resolve) => {
         child.once('spawn', () => resolve(null));
         child.once('error', (err) => resolve(err));
@@ -265,7 +276,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       }
       let initPid: number | null;
       try {
-        initPid = await handshake(child, invocation, ownCgroup, progress);
+        initPid = await handshake(child, invocation, ownCgroup, progress, () => holdPrivateOut(child, out, as));
       } catch (err) {
         supervision.notStarted();
         await handle.kill('aborted');
@@ -289,8 +300,6 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     } catch (err) {
       await requestHandle?.close().catch(() => undefined);
       await cgroup?.destroy().catch(() => undefined);
-      await tmp?.release();
-      await binds?.cleanup().catch(() => undefined);
       who?.release();
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', (err as Error).message, { retryable: isRetryable(err), cause: err });
       log.warn({ ...base, code: error.code, retryable: error.retryable, limitMechanism: mechanism, reason: untrusted(error.message, 500) }, 'sandbox launch failed');
@@ -299,7 +308,7 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
   }
 
   /** The bwrap side of supervision: how to find, signal and clean up one sandbox's processes. */
-  function superviseBwrap(child: ChildProcess, spec: SandboxSpec, startedAt: number, cgroup: SandboxCgroup | undefined, tmp: NoexecTmp | undefined, progress: HandshakeProgress, mechanism: LimitMechanism) {
+  function superviseBwrap(child: ChildProcess, spec: SandboxSpec, startedAt: number, cgroup: SandboxCgroup | undefined, progress: HandshakeProgress, mechanism: LimitMechanism, out: PrivateOut) {
     const sandboxPids = async (): Promise<number[]> => {
       if (cgroup !== undefined) return cgroup.pids();
       return progress.initPid === undefined ? [] : descendantPids(progress.initPid);
@@ -307,8 +316,17 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
     // SIGTERM once to every sandbox process, including any that appear during the grace period
     // (a kill right after the release can precede the command's own fork).
     const termed = new Set<number>();
+    const caps = outDirCaps(spec.limits);
+    // /out on its private tmpfs: the kernel's own count first (it sees unlinked files), then the
+    // tree (apparent sizes: a sparse file must not grow on the host when copied). Without one
+    // (a non-root daemon) only the tree can be measured.
+    const checkOutDir = async (): Promise<string | null> => {
+      if (out.handle === undefined) return out.mountPoint === undefined ? outDirOverflow(spec.outDir, caps) : null;
+      const root = `/proc/self/fd/${out.handle.fd}`;
+      return (await outMountOverflow(root, caps)) ?? outDirOverflow(root, caps);
+    };
     const supervision = supervise({
-      spec, log, startedAt,
+      spec, log, startedAt, checkOutDir,
       backend: {
         pid: () => child.pid,
         termRepeatMs: TERM_POLL_MS,
@@ -326,8 +344,11 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
         inspect: async () => {
           const stats = await cgroup?.stats().catch(() => undefined);
           await cgroup?.destroy().catch((err: Error) => log.warn({ taskId: spec.taskId, label: spec.label, reason: err.message }, 'sandbox cgroup cleanup failed'));
-          await tmp?.release();
-          return { limitMechanism: mechanism, oomKills: stats?.oomKills, pidsLimitHits: stats?.pidsLimitHits, memoryPeakBytes: stats?.memoryPeakBytes };
+          const collected = await collectPrivateOut(out, spec).catch((err: Error) => {
+            log.warn({ taskId: spec.taskId, label: spec.label, reason: err.message }, 'sandbox /out could not be copied to the host');
+            return undefined;
+          });
+          return { limitMechanism: mechanism, oomKills: stats?.oomKills, pidsLimitHits: stats?.pidsLimitHits, memoryPeakBytes: stats?.memoryPeakBytes, ...collected };
         },
       },
     });
@@ -342,6 +363,38 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
       }, 2_000).unref();
     });
     return supervision;
+  }
+
+  /**
+   * Opens the root of the sandbox's private /out tmpfs through bwrap's own view of its mount
+   * namespace (bwrap has just reported the init and waits for the release: nothing of the child
+   * ran yet). The descriptor keeps the tmpfs alive after the namespace is gone, until the copy.
+   */
+  async function holdPrivateOut(child: ChildProcess, out: PrivateOut, as: SandboxIdentity): Promise<void> {
+    if (out.mountPoint === undefined || child.pid === undefined) return;
+    const handle = await open(`/proc/${child.pid}/root${out.mountPoint}`, fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW);
+    const [info, fs] = await Promise.all([handle.stat(), statfs(`/proc/self/fd/${handle.fd}`)]).catch(async (err: unknown) => {
+      await handle.close();
+      throw err;
+    });
+    if (fs.type !== TMPFS_MAGIC || info.uid !== as.uid) {
+      await handle.close();
+      throw new Error(`the sandbox /out is not its private tmpfs (type ${fs.type.toString(16)}, owner ${info.uid})`);
+    }
+    out.handle = handle;
+  }
+
+  /** After the exit: copies the private /out into the host outDir and lets the tmpfs go. */
+  async function collectPrivateOut(out: PrivateOut, spec: SandboxSpec): Promise<Record<string, unknown>> {
+    const handle = out.handle;
+    if (handle === undefined) return {};
+    out.handle = undefined;
+    try {
+      const { copied, skipped } = await copyOutTree(`/proc/self/fd/${handle.fd}`, spec.outDir, outDirCaps(spec.limits));
+      return { outFiles: copied, ...(skipped > 0 ? { outSkipped: skipped } : {}) };
+    } finally {
+      await handle.close();
+    }
   }
 
   return {

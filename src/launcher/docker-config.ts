@@ -32,6 +32,11 @@ export interface ContainerInput {
   nanoCpus: number;
   owner: string;
   requestCopy?: string;
+  /**
+   * The host directory bound at /out: a root daemon's capped `noexec` tmpfs (`out-mount.ts`);
+   * absent, `spec.outDir` itself (a non-root daemon).
+   */
+  outSource?: string;
   seccompOpt: string;
   /** OCI runtime (`runsc` for the gVisor tier); absent: the engine's default (runc). */
   runtime?: string;
@@ -49,11 +54,14 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     // Non-recursive: a mount below the repository never shows up (20.10 cannot make it read-only).
     BindOptions: { Propagation: 'rprivate', ...(readOnly ? { NonRecursive: true } : {}) },
   });
-  const mounts: BindMount[] = [bind(spec.repoDir, SANDBOX_PATHS.repo, true), bind(spec.outDir, SANDBOX_PATHS.out, false)];
+  const mounts: BindMount[] = [bind(spec.repoDir, SANDBOX_PATHS.repo, true), bind(input.outSource ?? spec.outDir, SANDBOX_PATHS.out, false)];
   if (spec.codeDir !== undefined) mounts.push(bind(spec.codeDir, SANDBOX_PATHS.code, true));
   if (spec.brokerSocketPath !== undefined) mounts.push(bind(spec.brokerSocketPath, SANDBOX_PATHS.brokerSocket, true));
   if (input.requestCopy !== undefined) mounts.push(bind(input.requestCopy, SANDBOX_PATHS.request, true));
   const env = { PATH: DEFAULT_PATH, ...spec.env };
+  // The engine adds HOSTNAME to every container's environment; a name without `=` unsets it, so
+  // the child sees exactly the variables it was given (docs/security.md#isolation-tiers).
+  const unset = 'HOSTNAME' in env ? [] : ['HOSTNAME'];
   const hostConfig: Docker.HostConfig & { CgroupnsMode: string } = {
     NetworkMode: 'none',
     ReadonlyRootfs: true,
@@ -96,7 +104,7 @@ export function containerConfig(input: ContainerInput): Docker.ContainerCreateOp
     name: `fusion-${sanitize(spec.taskId)}-${sanitize(spec.label)}-${randomUUID().slice(0, 8)}`,
     Image: input.image,
     Cmd: spec.command,
-    Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    Env: [...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...unset],
     User: `${identity.uid}:${identity.gid}`,
     WorkingDir: SANDBOX_PATHS.repo,
     Hostname: 'sandbox',

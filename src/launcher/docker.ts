@@ -9,9 +9,10 @@
  * root, else the daemon's own uid, like bwrap), docker-init as pid 1 (reaps zombies, forwards signals), private
  * pid/IPC/cgroup/UTS namespaces (IPC without /dev/shm), a pids cap, memory = memory+swap, a CPU
  * share, a size-capped noexec tmpfs /tmp (with /out the only writable places), and exactly
- * `spec.env` plus PATH (Docker itself adds HOSTNAME and, unless given, HOME). Binds: /repo ro,
- * /out rw, /opt/fusion ro (the host code dir, so one spec works for both backends), the broker
- * socket and a private read-only copy of the request.
+ * `spec.env` plus PATH (the engine's own HOSTNAME is unset; HOME is added unless given). Binds:
+ * /repo ro, /out rw (under a root daemon a capped noexec tmpfs of its own on the host, copied to
+ * the outDir after the exit: `out-mount.ts`), /opt/fusion ro (the host code dir, so one spec
+ * works for both backends), the broker socket and a private read-only copy of the request.
  *
  * The broker socket is bound as a file, not its directory: /run/fusion/request.json lives
  * beside it, and a file bound into a host directory would make runc create its mount point
@@ -38,7 +39,9 @@ import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
 import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
 import { leaseIdentity } from './sandbox-lease.js';
-import { supervise } from './supervise.js';
+import { outDirCaps, supervise } from './supervise.js';
+import { outDirOverflow } from './out-dir-usage.js';
+import { copyOutTree, hostOutPath, mountHostOut, outMountOverflow, type HostOutMount } from './out-mount.js';
 import { defaultUidPool, type UidPool } from './uid-pool.js';
 import { validateSpec } from './validate-spec.js';
 
@@ -95,7 +98,7 @@ function launchError(message: string, details: Record<string, unknown>, cause?: 
  * Hands /out and the broker socket to the sandbox uid (root daemon) and checks what the child
  * opens inside: bind mounts skip host ancestors, so only the bound inode's own mode matters.
  */
-async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promise<void> {
+async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity, outOnTmpfs: boolean): Promise<void> {
   const { uid, gid } = identity;
   const entries: Array<[string, string | undefined, 'dir' | 'socket', number]> = [
     ['repoDir', spec.repoDir, 'dir', ACCESS.readDir],
@@ -108,6 +111,8 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity): Promi
     let info = await stat(path).catch(() => null);
     if (info === null) throw launchError(`${name} ${path} does not exist`, { [name]: path });
     if (kind === 'dir' ? !info.isDirectory() : !info.isSocket()) throw launchError(`${name} ${path} is not a ${kind === 'dir' ? 'directory' : 'Unix socket'}`, { [name]: path });
+    // On its own tmpfs the container never sees the host outDir (the daemon copies into it).
+    if (name === 'outDir' && outOnTmpfs) continue;
     if (identity.dropPrivileges && (name === 'outDir' || name === 'brokerSocketPath')) {
       // This sandbox's uid alone: /out 0700, the socket 0600 (connect() needs write on it).
       await chown(path, uid, gid);
@@ -191,11 +196,19 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     let supervised = false;
     let who: Awaited<ReturnType<typeof leaseIdentity>> | undefined;
     let containerPid: number | undefined;
+    let outMount: HostOutMount | undefined;
     try {
       if (seccompOpt === null) throw new FusionError('sandbox_unavailable', `no seccomp policy for architecture ${process.arch}`);
       who = await leaseIdentity(identity, pool, spec);
       const as = who.identity;
-      await preparePaths(spec, as);
+      await preparePaths(spec, as, as.dropPrivileges);
+      if (as.dropPrivileges) {
+        // /out on a capped noexec tmpfs of its own (out-mount.ts): the kernel stops a write at the
+        // cap, and the bind keeps the tmpfs's noexec (the engine's binds take no mount flags).
+        outMount = await mountHostOut(hostOutPath(), outDirCaps(spec.limits), as.uid, as.gid).catch((err: unknown) => {
+          throw new FusionError('launch_failed', `cannot mount the sandbox /out: ${(err as Error).message}`, { retryable: true, cause: err, details: base });
+        });
+      }
       let requestCopy: string | undefined;
       if (spec.requestFile !== undefined) {
         // A private, world-readable snapshot (like bwrap's --ro-bind-data): the host file's mode does not matter.
@@ -206,7 +219,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
         });
         await chmod(requestCopy, 0o444);
       }
-      const config = containerConfig({ spec, image, identity: as, nanoCpus, owner, seccompOpt, ...(requestCopy === undefined ? {} : { requestCopy }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }), ...(options.pidsHeadroom === undefined ? {} : { pidsHeadroom: options.pidsHeadroom }) });
+      const config = containerConfig({ spec, image, identity: as, nanoCpus, owner, seccompOpt, ...(outMount === undefined ? {} : { outSource: outMount.dir }), ...(requestCopy === undefined ? {} : { requestCopy }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }), ...(options.pidsHeadroom === undefined ? {} : { pidsHeadroom: options.pidsHeadroom }) });
       if (config.name !== undefined) who.noteContainer(config.name);
       try {
         container = await docker.createContainer(config);
@@ -219,7 +232,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       }
       live.add(container.id);
       const stream = (await container.attach({ stream: true, stdout: true, stderr: true })) as unknown as Readable;
-      const supervision = superviseContainer(container, stream, spec, startedAt, scratch, () => containerPid);
+      const supervision = superviseContainer(container, stream, spec, startedAt, scratch, () => containerPid, outMount);
       const handle = supervision.handle;
       // From here on the supervision's exit path removes the container and the scratch copy,
       // and then gives the uid back.
@@ -256,6 +269,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
           live.delete(container.id);
         }
         if (scratch !== undefined) await rm(scratch, { recursive: true, force: true });
+        await outMount?.release();
         who?.release();
       }
       const error = err instanceof FusionError ? err : new FusionError('launch_failed', engineMessage(err), { retryable: container === undefined && isTransient(err), cause: err, details: base });
@@ -265,7 +279,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   }
 
   /** The Docker side of supervision: signals through the engine, and inspect + remove after the exit. */
-  function superviseContainer(container: Docker.Container, stream: Readable, spec: SandboxSpec, startedAt: number, scratch: string | undefined, pid: () => number | undefined) {
+  function superviseContainer(container: Docker.Container, stream: Readable, spec: SandboxSpec, startedAt: number, scratch: string | undefined, pid: () => number | undefined, outMount: HostOutMount | undefined) {
     let running = false;
     const signal = (name: 'SIGTERM' | 'SIGKILL'): Promise<void> => container.kill({ signal: name }).then(() => undefined, () => undefined);
     const streamEnded = new Promise<void>((resolve) => {
@@ -273,8 +287,12 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       stream.once('close', resolve);
       stream.once('error', () => resolve());
     });
+    const caps = outDirCaps(spec.limits);
+    // The tmpfs's own count first (it sees unlinked files), then the tree (apparent sizes).
+    const checkOutDir = outMount === undefined ? undefined
+      : async (): Promise<string | null> => (await outMountOverflow(outMount.dir, caps)) ?? outDirOverflow(outMount.dir, caps);
     const supervision = supervise({
-      spec, log, startedAt,
+      spec, log, startedAt, ...(checkOutDir === undefined ? {} : { checkOutDir }),
       backend: {
         pid,
         terminate: () => signal('SIGTERM'),
@@ -295,7 +313,16 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
           live.delete(container.id);
           keeper.release(container.id);
           if (scratch !== undefined) await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
-          return { containerId: container.id.slice(0, 12), oomKilled };
+          let collected: Record<string, unknown> = {};
+          if (outMount !== undefined) {
+            // The container is gone: copy its /out to the host outDir, then let the tmpfs go.
+            collected = await copyOutTree(outMount.dir, spec.outDir, caps).then(({ copied, skipped }) => ({ outFiles: copied, ...(skipped > 0 ? { outSkipped: skipped } : {}) }), (err: Error) => {
+              log.warn({ taskId: spec.taskId, label: spec.label, reason: err.message }, 'sandbox /out could not be copied to the host');
+              return {};
+            });
+            await outMount.release();
+          }
+          return { containerId: container.id.slice(0, 12), oomKilled, ...collected };
         },
       },
     });

@@ -114,7 +114,7 @@ function launchError(message: string, details: Record<string, unknown>): FusionE
  * Makes /out and the broker socket the sandbox uid's (when dropping from root) and checks that
  * everything bwrap will open as that uid is reachable. Throws non-retryable `launch_failed`.
  */
-export async function prepareHostPaths(paths: HostPaths, identity: SandboxIdentity): Promise<void> {
+export async function prepareHostPaths(paths: HostPaths, identity: SandboxIdentity, options: { outOnTmpfs?: boolean } = {}): Promise<void> {
   const { uid, gid } = identity;
   let outInfo: Stats;
   try {
@@ -123,11 +123,14 @@ export async function prepareHostPaths(paths: HostPaths, identity: SandboxIdenti
     throw launchError(`outDir ${paths.outDir} does not exist`, { outDir: paths.outDir });
   }
   if (!outInfo.isDirectory()) throw launchError(`outDir ${paths.outDir} is not a directory`, { outDir: paths.outDir });
-  if (identity.dropPrivileges) {
+  const outOnTmpfs = options.outOnTmpfs === true;
+  if (identity.dropPrivileges && !outOnTmpfs) {
     // The child must own /out, and no other uid may enter it: its files then land on the host
     // owned by the sandbox uid, readable by that uid and root only.
     await chown(paths.outDir, uid, gid);
     await chmod(paths.outDir, 0o700);
+  }
+  if (identity.dropPrivileges) {
     if (paths.brokerSocketPath !== undefined) {
       // connect() on a Unix socket needs write permission on the socket inode.
       await chown(paths.brokerSocketPath, uid, gid).then(() => chmod(paths.brokerSocketPath!, 0o600)).catch((err: NodeJS.ErrnoException) => {
@@ -142,7 +145,8 @@ export async function prepareHostPaths(paths: HostPaths, identity: SandboxIdenti
   const privately = identity.dropPrivileges;
   const checks: Array<[string, string | undefined, number, boolean]> = [
     ['repoDir', paths.repoDir, ACCESS.readDir, privately],
-    ['outDir', paths.outDir, ACCESS.writeDir, false],
+    // On its own tmpfs the sandbox never opens the host outDir (the daemon copies into it).
+    ...(outOnTmpfs ? [] : [['outDir', paths.outDir, ACCESS.writeDir, false] as [string, string, number, boolean]]),
     ['codeDir', paths.codeDir, ACCESS.readDir, privately],
     ['brokerSocketPath', paths.brokerSocketPath, ACCESS.write, false],
   ];

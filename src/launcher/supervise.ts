@@ -15,8 +15,11 @@
  *   `markActivity()`.
  * - /out: polled while the sandbox lives; more files (at any depth) or bytes than its caps stop
  *   the sandbox (`output_cap`), and the exit record says why (`outDirOverflow`). It is measured
- *   once more at exit, so writes after the last poll are not missed (the exit record then carries
- *   `outDirOverflow` with the reason it exited for).
+ *   once more at exit, before the backend's `inspect` (which may copy /out off its capped file
+ *   system and free it), so writes after the last poll are not missed (the exit record then
+ *   carries `outDirOverflow` with the reason it exited for). Where the kernel caps /out
+ *   (`out-mount.ts`) the poll only turns a refused write into `output_cap`: no byte beyond the cap
+ *   exists to be measured.
  * - Kill: a kill requested before the command may run waits for the backend to say whether it
  *   started (killing mid-start-up can strand half-made sandboxes); a command that never ran is
  *   hard-killed at once. Otherwise `terminate`, again every `termRepeatMs` during the grace if the
@@ -227,8 +230,9 @@ export function supervise(options: SupervisionOptions): Supervision {
         if (why !== null) outOverflow = why;
       }, () => undefined)
       : Promise.resolve();
-    const inspected = backend.inspect().catch((err: unknown) => ({ inspectError: untrusted((err as Error).message, 300) }));
-    void Promise.all([inspected, finalOutCheck]).then(([extra]) => {
+    // In this order: a backend's inspect may copy /out away and free its file system.
+    const inspected = finalOutCheck.then(() => backend.inspect()).catch((err: unknown) => ({ inspectError: untrusted((err as Error).message, 300) }));
+    void inspected.then((extra) => {
       const result: SandboxExit = {
         reason, exitCode: code, signal, durationMs: Math.round(clock.now() - options.startedAt),
         stdoutBytes: bytes.stdout, stderrBytes: bytes.stderr, stdoutTail: tails.stdout.toString(), stderrTail: tails.stderr.toString(),

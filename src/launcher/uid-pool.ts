@@ -142,9 +142,26 @@ export interface UidPoolOptions {
   liveIds?: () => Set<number>;
 }
 
+/** What `sweep` found in the claim directory. */
+export interface ClaimSweep {
+  /** Claims removed: their holder is gone and nothing of it is left. */
+  released: number[];
+  /** Uids whose claim still stands (a live holder, or something of a dead one is left). */
+  standing: number[];
+  /** Uids claimed by a live process that has not released them: their processes are a live sandbox's. */
+  held: number[];
+}
+
 export interface UidPool {
   readonly range: UidRange;
+  /** The claim directory this pool leases in (shared by every daemon on the host). */
+  readonly claimDir: string;
   lease(holder: UidHolder): Promise<UidLease>;
+  /**
+   * Removes every claim that no longer stands (its holder released it or died, and no process,
+   * file or container of it is left): what a SIGKILLed daemon left. Claims of live holders stay.
+   */
+  sweep(): Promise<ClaimSweep>;
   /** uids this process leased and has not released (for tests and metrics). */
   leased(): number[];
 }
@@ -171,7 +188,7 @@ function ownedBy(path: string, uid: number): boolean {
 }
 
 /** A process's start time (field 22 of /proc/PID/stat), or null when it is gone. */
-function startTime(pid: number): string | null {
+export function startTime(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
@@ -185,6 +202,18 @@ function readText(path: string): string | null {
     return readFileSync(path, 'utf8');
   } catch {
     return null;
+  }
+}
+
+/** Whether `uid` is claimed right now by a live holder that has not released it. */
+export function claimHeld(claimDir: string, uid: number): boolean {
+  const text = readText(join(claimDir, String(uid)));
+  if (text === null) return false;
+  try {
+    const claim = JSON.parse(text) as Claim;
+    return claim.active && startTime(claim.pid) === claim.started;
+  } catch {
+    return true; // torn or foreign: treated as standing
   }
 }
 
@@ -207,9 +236,11 @@ export function createUidPool(options: UidPoolOptions = {}): UidPool {
     ready = true;
   };
 
+  const isHeld = (claim: Claim): boolean => claim.active && startTime(claim.pid) === claim.started;
   /** Whether a claim still stands: its holder is active in a live process, or something of it is left. */
-  async function stands(uid: number, claim: Claim): Promise<boolean> {
-    if (claim.active && startTime(claim.pid) === claim.started) return true;
+  async function stands(uid: number, claim: Claim, live?: Set<number>): Promise<boolean> {
+    if (isHeld(claim)) return true;
+    if (live?.has(uid)) return true;
     if (claim.paths.some((path) => ownedBy(path, uid))) return true;
     if (claim.container !== undefined && options.containerExists !== undefined) {
       return options.containerExists(claim.container).catch(() => true);
@@ -308,10 +339,47 @@ export function createUidPool(options: UidPoolOptions = {}): UidPool {
     throw new FusionError('launch_failed', `no free sandbox uid in ${range.start}-${range.end}: every id is leased or still has processes or files; widen --sandbox-uids`, { retryable: true });
   }
 
+  async function sweepClaims(): Promise<ClaimSweep> {
+    const found: ClaimSweep = { released: [], standing: [], held: [] };
+    let names: string[];
+    try {
+      names = readdirSync(claimDir);
+    } catch {
+      return found; // no claim was ever made on this host since boot
+    }
+    const live = liveIds();
+    for (const name of names) {
+      if (!/^\d+$/.test(name)) continue;
+      const uid = Number(name);
+      const path = join(claimDir, name);
+      const text = readText(path);
+      let claim: Claim | null;
+      try {
+        claim = text === null ? null : (JSON.parse(text) as Claim);
+      } catch {
+        claim = null;
+      }
+      if (text === null || claim === null) continue; // gone meanwhile, or torn: never taken over
+      if (isHeld(claim)) found.held.push(uid);
+      if (await stands(uid, claim, live)) {
+        found.standing.push(uid);
+        continue;
+      }
+      if (takeOver(path, text, randomUUID())) found.released.push(uid);
+    }
+    return found;
+  }
+
   return {
     range,
+    claimDir,
     lease(holder) {
       const next = queue.then(() => pick(holder));
+      queue = next.catch(() => undefined);
+      return next;
+    },
+    sweep() {
+      const next = queue.then(() => sweepClaims());
       queue = next.catch(() => undefined);
       return next;
     },

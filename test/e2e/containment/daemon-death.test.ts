@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sweepNoexecTmps } from '../../../src/launcher/bwrap-noexec-tmp.js';
 import { backendAvailability, BACKENDS, describeBackend, freshOutDir, makeScratch, PROBES_DIR, type Scratch } from './helpers.js';
 
 const availability = await backendAvailability();
@@ -49,8 +48,6 @@ for (const backend of BACKENDS) {
       scratch = await makeScratch(`fusion-death-${backend}-`);
     });
     afterAll(async () => {
-      // The killed launcher's noexec /tmp mount (root daemon) is left for the next launcher's sweep: do it now.
-      await sweepNoexecTmps();
       await scratch.cleanup();
     });
 
@@ -60,7 +57,9 @@ for (const backend of BACKENDS) {
       const daemon = spawn(process.execPath, [FIXTURE, backend, scratch.repoDir, outDir, PROBES_DIR, String(WALL_MS), token], { stdio: ['ignore', 'pipe', 'inherit'] });
       const line = await new Promise<string>((resolve, reject) => {
         const rl = createInterface({ input: daemon.stdout });
-        rl.once('line', resolve);
+        rl.on('line', (text) => {
+          if (text.startsWith('LAUNCHED')) resolve(text);
+        });
         daemon.once('exit', (code) => reject(new Error(`fixture exited ${String(code)} before launching`)));
       });
       const [, , containerId] = line.split(' ');

@@ -49,6 +49,18 @@ describe('docker container configuration', () => {
     expect(childImage('9.9.9')).toBe('fusion-child:9.9.9');
   });
 
+  it('binds the capped /out tmpfs instead of the outDir when there is one, and keeps a HOSTNAME the spec sets', () => {
+    const config = containerConfig({
+      spec: { taskId: 't', label: 'l', repoDir: '/r', outDir: '/o', command: ['node'], env: { HOSTNAME: 'given' }, limits: DEFAULT_SANDBOX_LIMITS },
+      image: 'fusion-child:test', identity: { uid: 65534, gid: 65534, dropPrivileges: true }, nanoCpus: 1e9, owner: 'me',
+      seccompOpt: 'seccomp={}', outSource: '/run/fusion-sandbox-out/1.2.abc',
+    });
+    const mounts = (config.HostConfig?.Mounts ?? []) as Array<{ Source: string; Target: string }>;
+    expect(mounts.find((m) => m.Target === SANDBOX_PATHS.out)?.Source).toBe('/run/fusion-sandbox-out/1.2.abc');
+    expect(config.Env).toContain('HOSTNAME=given');
+    expect(config.Env).not.toContain('HOSTNAME');
+  });
+
   it('carries every hardening flag, the limits, the labels and the binds', () => {
     const limits = { ...DEFAULT_SANDBOX_LIMITS, memoryBytes: 300 * 1024 * 1024, maxProcesses: 50, tmpfsBytes: 8 * 1024 * 1024 };
     const config = containerConfig({
@@ -81,7 +93,8 @@ describe('docker container configuration', () => {
       Cmd: ['node', '/opt/fusion/agent/child-main.js'],
       Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: 'me', [LABELS.taskId]: 'task/1', [LABELS.attempt]: 'candidate-1.attempt-1' },
     });
-    expect(config.Env?.sort()).toEqual(['HOME=/tmp', 'NODE_OPTIONS=--max-old-space-size=512', 'PATH=/usr/local/bin:/usr/bin:/bin']);
+    // `HOSTNAME` without `=` unsets the variable the engine would add (the child sees exactly three).
+    expect(config.Env?.sort()).toEqual(['HOME=/tmp', 'HOSTNAME', 'NODE_OPTIONS=--max-old-space-size=512', 'PATH=/usr/local/bin:/usr/bin:/bin']);
     expect(config.name).toMatch(/^fusion-task_1-candidate-1\.attempt-1-[0-9a-f]{8}$/);
   });
 });

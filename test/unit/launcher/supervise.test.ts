@@ -187,7 +187,29 @@ describe('supervise: kill sequence', () => {
     s.started();
     s.exited({ code: 0, signal: null });
     await s.handle.kill();
+    await s.handle.exit;
     expect(backend.calls).toEqual(['inspect']);
+  });
+
+  it('measures /out one last time before the backend inspects (and may free) it', async () => {
+    const order: string[] = [];
+    const { s } = setup({
+      outDir: async () => {
+        order.push('measure');
+        return 'more than 1 bytes in /out';
+      },
+      backend: {
+        inspect: async () => {
+          order.push('inspect');
+          return {};
+        },
+      },
+    });
+    s.started();
+    s.exited({ code: 0, signal: null });
+    const exit = await s.handle.exit;
+    expect(order).toEqual(['measure', 'inspect']);
+    expect(exit.outDirOverflow).toBe('more than 1 bytes in /out');
   });
 });
 
