@@ -194,6 +194,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     detail = { exit: exitSummary(exit) };
     if (exit.outDirOverflow !== undefined) throw new FusionError('child_output_cap', `${stage} wrote ${exit.outDirOverflow}; the sandbox was stopped`, { stage });
     await broker.close();
+    // Every call the model asked for is in: the replay finishes while this attempt is verified.
+    replay?.endOfCalls();
     if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
     collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);
     // The broker's own record goes into the sealed tarball beside the child's log (written after
