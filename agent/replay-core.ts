@@ -72,7 +72,6 @@ function scopeOf(call: ReplayCall): string {
 async function treeDigest(realDir: string, display: string, fileCache: Map<string, string>): Promise<string> {
   const skipIgnored = !startsInsideSkipped(display);
   const lines: string[] = [];
-  const files: Array<{ abs: string; rel: string }> = [];
   const stack: Array<{ abs: string; rel: string }> = [{ abs: realDir, rel: '' }];
   let seen = 0;
   while (stack.length > 0 && seen < MAX_TREE_ENTRIES) {
@@ -93,7 +92,7 @@ async function treeDigest(realDir: string, display: string, fileCache: Map<strin
         lines.push(`${rel}\tdir\t`);
         stack.push({ abs, rel });
       } else if (d.isFile()) {
-        files.push({ abs, rel });
+        lines.push(`${rel}\tfile\t${await fileDigest(abs, fileCache)}`);
       } else if (d.isSymbolicLink()) {
         lines.push(`${rel}\tlink\t`);
       } else {
@@ -101,23 +100,9 @@ async function treeDigest(realDir: string, display: string, fileCache: Map<strin
       }
     }
   }
-  // The files are hashed several at a time: one by one, each open/stat/read/close waits its
-  // turn on the thread pool, and hashing the tree was most of a replay's cost. The digest is
-  // the same (the lines are sorted below).
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < files.length) {
-      const f = files[next++]!;
-      lines.push(`${f.rel}\tfile\t${await fileDigest(f.abs, fileCache)}`);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(TREE_DIGEST_PARALLEL, files.length) }, worker));
   lines.sort();
   return sha256Hex(lines.join('\n'));
 }
-
-/** Files hashed at once while digesting a tree (the thread pool has 4 threads; reads overlap hashing). */
-const TREE_DIGEST_PARALLEL = 8;
 
 /** SHA-256 of a regular file, or null for anything else (never blocks on a FIFO or device). */
 async function regularDigest(abs: string): Promise<string | null> {

@@ -1,8 +1,8 @@
 /**
- * The replay's record of what a call depended on: the digest of the tree it looked at. Files are
- * hashed several at a time; the digest must be the one the documented format gives (sorted
- * `path\tkind\tdigest` lines, file contents included, `.git`/`node_modules` skipped), whatever
- * order the reads finish in, so an offline auditor's replay recomputes it exactly.
+ * The replay's record of what a call depended on: the digest of the tree it looked at. It is
+ * the documented format (sorted `path\tkind\tdigest` lines, file contents included,
+ * `.git`/`node_modules` skipped) and the same every time, so an offline auditor's replay
+ * recomputes it exactly (a guard for any change that makes the replay cheaper).
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
