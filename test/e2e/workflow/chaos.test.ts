@@ -1,10 +1,16 @@
 /**
- * Issue 16 acceptance: the daemon is SIGKILLed at each stage boundary (right after the store
- * write that ends a step commits) and mid-stage (candidates sleeping in their sandboxes), then
- * restarted on the same home. For every acknowledged task: terminal exactly once, no finished
- * stage run again (checked from the attempt records), no sandbox process or staging directory
- * left, and the task tarball seals and verifies. Real bwrap sandboxes, builtin engine
- * (test/fixtures/e2e/chaos-daemon.mjs). docs/behaviour.md#b13
+ * Restart recovery under faults (docs/behaviour.md#b13, docs/operations.md#restart-recovery). The
+ * daemon is SIGKILLed at each stage boundary (right after the store write that ends a step
+ * commits), right after each stage's success commits, and mid-stage (candidates sleeping in their
+ * sandboxes), then restarted on the same home. For every acknowledged task: terminal (completed)
+ * within 60 s of the restart, exactly once; no finished stage run again, counted twice over — by
+ * the attempt records and by the fake model (one RUN line per run of a stage, in both daemons);
+ * no sandbox process or staging directory left; the task tarball seals and verifies. Then: a task
+ * killed twice ends supervisor_restarted with every attempt closed (store and sealed tarball), and
+ * a data disk (48 MiB tmpfs) filled mid-run and freed: the run is set aside and completes within
+ * 60 s of the space coming back. Real bwrap sandboxes, builtin engine
+ * (test/fixtures/e2e/chaos-daemon.mjs). Cost: 15 cases, about 5 s each on a quiet 2-core machine
+ * (the second-kill and full-disk cases 10–20 s); 7 min under a load average of 15.
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
