@@ -4,9 +4,11 @@
  *   blind evaluator (+ at most one repair) → merger → commit (answer + metadata digests).
  *
  * Each finished step is checkpointed in the store before the next one starts, so restart
- * recovery resumes at the finest committed boundary (docs/behaviour.md#b13): each candidate's
- * success, the evaluation and the merger's answer are checkpoints; only what had not finished
- * runs again (with new attempt numbers, never reusing a sealed log).
+ * recovery resumes at the finest committed boundary (docs/behaviour.md#b13): a stage attempt's
+ * success commits with its checkpoint in one transaction (a candidate's answer, the evaluator's,
+ * repair's and merger's output), and what is derived from them (the evaluation, the checked
+ * answer) is checkpointed too; only what had not finished runs again (with new attempt numbers,
+ * never reusing a sealed log).
  */
 import { randomBytes } from 'node:crypto';
 import { FusionError } from '../errors.js';
