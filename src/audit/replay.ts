@@ -214,6 +214,11 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
 }
 
 export interface StreamingReplay {
+  /**
+   * No call will come any more (the candidate's broker has closed): the replay may finish its
+   * last calls and write its output while the supervisor verifies the attempt's log.
+   */
+  endOfCalls(): void;
   /** Call once the candidate's broker has closed: waits for the replay and returns what it found, by call index. */
   finish(): Promise<ReplayedCall[]>;
   /** Stops the replay sandbox (failure paths); safe to call more than once. */
@@ -262,6 +267,7 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
   const liveFeed = feed;
   let settled = false;
   return {
+    endOfCalls: () => liveFeed.markDone(),
     async finish() {
       try {
         liveFeed.markDone();

@@ -95,6 +95,26 @@ export interface AttemptRecord {
   tarballSha256: string | null;
 }
 
+/**
+ * The detail an attempt is closed with when the run that owned it is gone (a killed or restarted
+ * daemon, a run set aside on a full disk): closed as interrupted, never left `running`.
+ */
+export const INTERRUPTED_ATTEMPT_DETAIL = JSON.stringify({
+  interrupted: true,
+  error: { code: 'supervisor_restarted', message: 'the run stopped while this attempt ran (the daemon stopped, or the run was set aside on a full disk); it was closed, not finished' },
+});
+
+export interface AttemptOutcome {
+  status: 'succeeded' | 'failed';
+  detail?: string;
+  tarballPath?: string;
+  tarballSha256?: string;
+  /** Stage checkpoints committed with the outcome (upserted by key). */
+  checkpoints?: ReadonlyArray<{ key: string; value: string }>;
+  /** The task's usage JSON text, committed with the outcome. */
+  usage?: string;
+}
+
 export interface ResultRecord {
   taskId: string;
   /** Absolute host path of the answer file. */
@@ -175,12 +195,20 @@ export interface Store {
   dropSealedCheckpoints(taskId: string): Promise<number>;
 
   startAttempt(taskId: string, stage: string): Promise<AttemptRecord>;
-  finishAttempt(
-    taskId: string,
-    stage: string,
-    attempt: number,
-    outcome: { status: 'succeeded' | 'failed'; detail?: string; tarballPath?: string; tarballSha256?: string },
-  ): Promise<void>;
+  /**
+   * Closes a running attempt. Its `checkpoints` and the task's `usage` are written in the SAME
+   * transaction as a success: a stage's success and the checkpoint that lets a resumed run skip it
+   * are one commit, so a crash leaves both or neither (docs/behaviour.md#b13: a finished stage
+   * never runs again).
+   */
+  finishAttempt(taskId: string, stage: string, attempt: number, outcome: AttemptOutcome): Promise<void>;
+  /**
+   * Closes every attempt of the task still `running` as `failed` with `detail` (the run that
+   * owned them is gone: a killed or restarted daemon); returns how many. Called before a resume
+   * and before a task is failed by recovery, so no terminal task (nor its sealed tarball) keeps
+   * an attempt `running`.
+   */
+  closeRunningAttempts(taskId: string, detail: string): Promise<number>;
   listAttempts(taskId: string): Promise<AttemptRecord[]>;
 
   /** Commits the result and moves `merging → completed` in one transaction; null if the task was not merging. */

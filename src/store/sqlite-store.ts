@@ -11,7 +11,7 @@ import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../contracts/task-state.js';
 import type {
-  AttemptRecord, ListTasksQuery, NewTask, RepoBundleRecord, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
+  AttemptOutcome, AttemptRecord, ListTasksQuery, NewTask, RepoBundleRecord, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
   TaskTarballRecord, TransitionPatch,
 } from './port.js';
 import { migrate, readClusterId } from './migrations.js';
@@ -298,10 +298,7 @@ export class SqlStoreImpl implements SqliteStore {
 
   async saveCheckpoint(taskId: string, key: string, value: string): Promise<void> {
     try {
-      await this.db.run(
-        'INSERT INTO checkpoints (task_id, key, value) VALUES (?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET value = excluded.value',
-        [taskId, key, value],
-      );
+      await upsertCheckpoint(this.db, taskId, key, value);
     } catch (err) {
       if (isConstraint(err, 'FOREIGN KEY')) throw noTask(taskId);
       throw err;
@@ -341,20 +338,21 @@ export class SqlStoreImpl implements SqliteStore {
     }
   }
 
-  async finishAttempt(
-    taskId: string,
-    stage: string,
-    attempt: number,
-    outcome: { status: 'succeeded' | 'failed'; detail?: string; tarballPath?: string; tarballSha256?: string },
-  ): Promise<void> {
+  async finishAttempt(taskId: string, stage: string, attempt: number, outcome: AttemptOutcome): Promise<void> {
     await this.db.transaction(async (tx) => {
+      const at = now();
       const { changes } = await tx.run(
         `UPDATE attempts SET status = ?, ended_at = ?, detail = ?, tarball_path = ?, tarball_sha256 = ?
            WHERE task_id = ? AND stage = ? AND attempt = ? AND status = 'running'`,
-        [outcome.status, now(), outcome.detail ?? null, outcome.tarballPath ?? null, outcome.tarballSha256 ?? null,
+        [outcome.status, at, outcome.detail ?? null, outcome.tarballPath ?? null, outcome.tarballSha256 ?? null,
           taskId, stage, attempt],
       );
-      if (changes === 1) return;
+      if (changes === 1) {
+        // The stage's checkpoint and the usage it paid for commit with its outcome, or not at all.
+        for (const ck of outcome.checkpoints ?? []) await upsertCheckpoint(tx, taskId, ck.key, ck.value);
+        if (outcome.usage !== undefined) await tx.run('UPDATE tasks SET usage = ?, updated_at = ? WHERE id = ?', [outcome.usage, at, taskId]);
+        return;
+      }
       const details = { taskId, stage, attempt };
       const existing = await tx.get<{ status: string }>(
         'SELECT status FROM attempts WHERE task_id = ? AND stage = ? AND attempt = ?',
@@ -363,6 +361,14 @@ export class SqlStoreImpl implements SqliteStore {
       if (existing === undefined) throw new FusionError('not_found', `no attempt ${stage}#${attempt} of task ${taskId}`, { details });
       throw new FusionError('conflict', `attempt ${stage}#${attempt} of task ${taskId} already ${existing.status}`, { details });
     });
+  }
+
+  async closeRunningAttempts(taskId: string, detail: string): Promise<number> {
+    const { changes } = await this.db.run(
+      "UPDATE attempts SET status = 'failed', ended_at = ?, detail = ? WHERE task_id = ? AND status = 'running'",
+      [now(), detail, taskId],
+    );
+    return changes;
   }
 
   async listAttempts(taskId: string): Promise<AttemptRecord[]> {
@@ -500,6 +506,13 @@ export class SqlStoreImpl implements SqliteStore {
 async function selectTask(db: SqlExecutor, id: string): Promise<TaskRecord | null> {
   const row = await db.get<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?`, [id]);
   return row === undefined ? null : toTaskRecord(row);
+}
+
+async function upsertCheckpoint(db: SqlExecutor, taskId: string, key: string, value: string): Promise<void> {
+  await db.run(
+    'INSERT INTO checkpoints (task_id, key, value) VALUES (?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET value = excluded.value',
+    [taskId, key, value],
+  );
 }
 
 async function insertEvent(tx: SqlExecutor, taskId: string, kind: TaskEventKind, data: Record<string, unknown>, at: string): Promise<void> {

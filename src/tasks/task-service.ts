@@ -16,7 +16,7 @@ import { normalizeToolInput } from '../contracts/tool-input.js';
 import { buildCanonicalInput, canonicalJson, sha256Hex, sourcePolicy } from '../contracts/canonical.js';
 import { receiptText, type Receipt } from '../contracts/api.js';
 import type { TaskOptions } from '../contracts/task-options.js';
-import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
+import { INTERRUPTED_ATTEMPT_DETAIL, type Store, type TaskRecord, type TransitionPatch } from '../store/port.js';
 import { isTerminal, type TaskState } from '../contracts/task-state.js';
 import type { TaskEventBus } from './event-bus.js';
 import type { Dispatcher } from './dispatcher.js';
@@ -24,7 +24,7 @@ import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
 import type { TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
-import { asStorageFull } from '../store/storage-full.js';
+import { asStorageFull, isStorageFull } from '../store/storage-full.js';
 import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from '../common/durable-fs.js';
 import { isPrivileged, type CallerIdentity } from './caller.js';
 import type { RepoAccessCheck } from './repo-access.js';
@@ -55,8 +55,10 @@ export interface TaskServiceDeps {
   onTerminal?: (taskId: string) => Promise<void>;
   /** Admission (docs/behaviour.md#b2): bounds on tasks waiting for a run slot; absent → unbounded. */
   admission?: { maxQueued: number; maxQueuedPerCaller: number; concurrency: number };
-  /** Throws storage_full when the data directory's disk is below its reserve (checked before anything is created). */
+  /** Throws storage_full when the data directory's disk is below its reserve (checked before anything is created, and before a run set aside on a full disk resumes). */
   assertStorage?: () => void;
+  /** How long a run that met a full disk waits for space before the task fails storage_full; default STORAGE_WAIT_MS. */
+  storageWaitMs?: number;
   /** Resolves a repository as a non-privileged caller, refusing one it could not read (docs/security.md#socket-callers). */
   checkRepo?: RepoAccessCheck;
   /** The daemon's uid (privileged like root); default process.getuid(). */
@@ -220,7 +222,7 @@ export class TaskService {
     const task = await this.deps.store.getTask(job.taskId);
     if (cluster === undefined || task === null || isTerminal(task.state) || !this.accepting) return;
     let resume = false;
-    if (task.state !== 'initializing' && task.state !== 'queued') {
+    if (hasRun(task.state)) {
       const maxResumes = this.deps.maxResumes ?? 1;
       if (task.resumeCount >= maxResumes) {
         await this.fail(task.id, new FusionError('supervisor_restarted', `the daemon running the task stopped while it was ${task.state}; it had already been resumed ${task.resumeCount} time(s), so it was not resumed again. Submit it again.`, { stage: task.state }));
@@ -320,6 +322,8 @@ export class TaskService {
         // the slot it waited for frees. It has no sandbox to wait for either.
         if (!entry.started) entry.unadmit();
         if (entry.started) await settleWithin(entry.settled, this.deps.cancelSettleMs ?? 15_000);
+        // A run that did not settle in time leaves no attempt `running` in the sealed tarball.
+        await this.deps.store.closeRunningAttempts(taskId, INTERRUPTED_ATTEMPT_DETAIL).catch((e: unknown) => this.log.warn({ taskId, err: e }, 'could not close the attempts of a cancelled run'));
       }
       // Sealed once its runs have stopped, so the tarball holds what they left.
       await this.terminalHook(taskId);
@@ -334,6 +338,16 @@ export class TaskService {
     const resumed: string[] = [];
     const failed: string[] = [];
     for (const task of await this.deps.store.listNonTerminalTasks()) {
+      // A task that never started running (only queued or initializing) has nothing to resume:
+      // it runs from the start and does not use up its resume.
+      if (!hasRun(task.state)) {
+        await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'started', state: task.state });
+        await this.publishNewEvents(task.id);
+        this.log.info({ taskId: task.id, state: task.state }, 'starting a task that had not run before the restart');
+        this.start(task, false);
+        resumed.push(task.id);
+        continue;
+      }
       if (task.resumeCount >= maxResumes) {
         await this.fail(
           task.id,
@@ -440,34 +454,94 @@ export class TaskService {
   }
 
   private async runTask(task: TaskRecord, ac: AbortController, resume: boolean): Promise<void> {
+    const waitUntil = Date.now() + (this.deps.storageWaitMs ?? STORAGE_WAIT_MS);
+    let backoff: number = STORAGE_BACKOFF_MS.first;
+    for (;;) {
+      const err = await this.runOnce(task, ac, resume);
+      if (err === undefined) return;
+      if (!isStorageFull(err) || ac.signal.aborted) return this.failRun(task.id, ac, err);
+      // A full disk is a state, not a bug (docs/behaviour.md#b13, storage_full): the run is set
+      // aside, waits (backoff) for space and resumes from its committed checkpoints; a task
+      // whose disk stays full past the wait fails storage_full.
+      if (Date.now() >= waitUntil) return this.failRun(task.id, ac, storageFullError(this.deps.storageWaitMs ?? STORAGE_WAIT_MS));
+      this.log.warn({ taskId: task.id, state: task.state, err: toFusionError(err).message, retryInMs: backoff }, 'the disk is full: the run is set aside until there is space again');
+      if (!(await this.waitForSpace(backoff, waitUntil, ac.signal))) {
+        if (ac.signal.aborted) return;
+        return this.failRun(task.id, ac, storageFullError(this.deps.storageWaitMs ?? STORAGE_WAIT_MS));
+      }
+      backoff = Math.min(backoff * 2, STORAGE_BACKOFF_MS.max);
+      const fresh = await this.deps.store.getTask(task.id).catch(() => null);
+      if (fresh === null || isTerminal(fresh.state)) return;
+      task = fresh;
+      // Not a restart: the resume count stays; the attempts the failed run left open are closed by the resume.
+      resume = true;
+      await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'storage_resumed', state: task.state }).catch(() => undefined);
+      this.log.info({ taskId: task.id, state: task.state }, 'space is back: resuming the task set aside on a full disk');
+    }
+  }
+
+  /** One run of the task; returns what stopped it, or undefined when it ended (or was stopped on purpose). */
+  private async runOnce(task: TaskRecord, ac: AbortController, resume: boolean): Promise<unknown> {
     const control = this.control(task);
     try {
-      if (ac.signal.aborted) return;
+      if (ac.signal.aborted) return undefined;
       // A task with a bundle runs over its verified tree (bundle_changed fails it before anything runs).
       const repoDir = task.bundleDigest !== null && this.deps.bundles !== undefined ? await this.deps.bundles.checkout(task.bundleDigest) : task.repoDir;
       await this.writeTaskFiles(task);
       // A cancel or a drain that came while the bundle was checked out (a fetch, an unpack, a
       // flush): the runner would only see an abort signal fire, and this one already has.
-      if (ac.signal.aborted) return;
+      if (ac.signal.aborted) return undefined;
       await this.deps.runner.run({ task: { ...task, repoDir }, control, signal: ac.signal, resume });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
         throw new FusionError('internal_error', `the workflow returned without committing a result (state ${after.state})`);
       }
+      return undefined;
     } catch (err) {
-      if (ac.signal.aborted && ac.signal.reason === 'shutdown') {
-        this.log.info({ taskId: task.id }, 'task interrupted by shutdown; left for restart recovery');
+      return err;
+    }
+  }
+
+  /** Ends a run that threw: a shutdown leaves the task for recovery, a cancel is already recorded, anything else fails it. */
+  private async failRun(taskId: string, ac: AbortController, err: unknown): Promise<void> {
+    if (ac.signal.aborted && ac.signal.reason === 'shutdown') {
+      this.log.info({ taskId }, 'task interrupted by shutdown; left for restart recovery');
+      return;
+    }
+    const fe = toFusionError(err);
+    if (fe.code === 'cancelled' || (ac.signal.aborted && ac.signal.reason === 'cancel')) return;
+    // Cluster mode: a database that went away is an interruption, not the task's failure; the
+    // task stays unfinished and the queue reconciler gives it to a daemon once it is back.
+    if (this.deps.cluster !== undefined && fe.code === 'store_error' && fe.details?.unreachable === true) {
+      this.log.warn({ taskId, err: fe }, 'the database went away mid-run; the task is left unfinished and resumes once it is back');
+      return;
+    }
+    // The failure itself must land: on a full disk its write is retried until space is back.
+    let backoff: number = STORAGE_BACKOFF_MS.first;
+    for (;;) {
+      try {
+        await this.fail(taskId, isStorageFull(fe) ? storageFullError(undefined, fe) : fe);
         return;
+      } catch (writeErr) {
+        if (!isStorageFull(writeErr) || ac.signal.aborted) throw writeErr;
+        this.log.warn({ taskId, retryInMs: backoff }, 'the disk is full: the task\'s failure will be recorded once there is space');
+        await sleep(backoff, ac.signal);
+        backoff = Math.min(backoff * 2, STORAGE_BACKOFF_MS.max);
       }
-      const fe = toFusionError(err);
-      if (fe.code === 'cancelled' || (ac.signal.aborted && ac.signal.reason === 'cancel')) return;
-      // Cluster mode: a database that went away is an interruption, not the task's failure; the
-      // task stays unfinished and the queue reconciler gives it to a daemon once it is back.
-      if (this.deps.cluster !== undefined && fe.code === 'store_error' && fe.details?.unreachable === true) {
-        this.log.warn({ taskId: task.id, err: fe }, 'the database went away mid-run; the task is left unfinished and resumes once it is back');
-        return;
+    }
+  }
+
+  /** Sleeps `ms`, then waits (polling at `ms`) until the disk has its reserve free; false when the wait ended without space. */
+  private async waitForSpace(ms: number, until: number, signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      await sleep(ms, signal);
+      if (signal.aborted || Date.now() >= until) return false;
+      try {
+        this.deps.assertStorage?.();
+        return true;
+      } catch {
+        // still below the reserve
       }
-      await this.fail(task.id, fe);
     }
   }
 
@@ -519,6 +593,9 @@ export class TaskService {
     for (;;) {
       const task = await this.deps.store.getTask(taskId);
       if (!task || isTerminal(task.state)) return;
+      // Attempts a stopped run left `running` are closed before the task ends (and is sealed):
+      // the run failing it here has settled its own attempts already.
+      await this.deps.store.closeRunningAttempts(taskId, INTERRUPTED_ATTEMPT_DETAIL);
       const done = await this.deps.store.transitionTask(taskId, task.state, 'failed', {
         ...patch,
         error: { code: err.code, message: err.message, state: task.state },
@@ -620,7 +697,35 @@ export function noSuchTask(taskId: string): FusionError {
 }
 
 /** One mapping of a full disk to storage_full for every submit path (src/store/storage-full.ts). */
-export { asStorageFull };
+export { asStorageFull, isStorageFull };
+
+/** A task's total wait for space before it fails storage_full, and the backoff between checks. */
+export const STORAGE_WAIT_MS = 10 * 60_000;
+const STORAGE_BACKOFF_MS = { first: 1_000, max: 5_000 } as const;
+
+/** A task that ran: past `queued` (a resume of it counts against the restart-recovery limit). */
+function hasRun(state: TaskState): boolean {
+  return state !== 'initializing' && state !== 'queued';
+}
+
+function storageFullError(waitedMs: number | undefined, cause?: unknown): FusionError {
+  const waited = waitedMs === undefined ? '' : ` for ${Math.round(waitedMs / 1000)} s`;
+  return new FusionError('storage_full', `the disk holding the daemon's data stayed full${waited} while the task ran; its committed stages are kept. Free space and submit it again.`, { cause });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
 
 function validateRepoDir(repo: string, dataDir: string): string {
   const trimmed = repo.trim();

@@ -21,6 +21,7 @@ import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, writeRequestFile } from '../launcher/attempt-dirs.js';
 import { COMPRESSION_PROMPT } from '../contracts/prompts.js';
+import { canonicalJson } from '../contracts/canonical.js';
 import type { Fetcher, RunState, UsageEntry, WorkflowDeps } from './stage-context.js';
 import type { ModelProvider } from '../models/port.js';
 import { costOf } from '../contracts/model-config.js';
@@ -57,17 +58,19 @@ export interface FinishedCandidate {
   fetched: RunState['fetched'];
 }
 
+/** The checkpoint of a candidate's success (committed with the attempt's outcome). */
+export const candidateKey = (slot: 1 | 2 | 3): string => `candidate-${slot}`;
+
 /**
  * Runs the candidates not in `finished` (a resumed task re-runs only those that had not
- * succeeded, docs/behaviour.md#b13) and calls `onSucceeded` for each new success before it
- * counts, so the checkpoint is committed as soon as the candidate is done.
+ * succeeded, docs/behaviour.md#b13). Each success is committed with its checkpoint in one store
+ * transaction (settle-attempt.ts): a candidate recorded as succeeded is never run again.
  */
 export async function runCandidates(
   deps: WorkflowDeps,
   run: RunState,
   messages: ChatMessage[],
   finished: readonly FinishedCandidate[] = [],
-  onSucceeded: (done: FinishedCandidate) => Promise<void> = async () => undefined,
 ): Promise<CandidateAnswer[]> {
   const stageAc = new AbortController();
   const onTaskAbort = (): void => stageAc.abort(run.signal.reason);
@@ -81,10 +84,6 @@ export async function runCandidates(
         if (before) return Promise.resolve(before.answer);
         const pages: RunState['fetched'] = [];
         return runCandidateWithRetry(deps, run, slot, messages, stageAc.signal, pages)
-          .then(async (answer) => {
-            await onSucceeded({ answer, fetched: pages });
-            return answer;
-          })
           .catch((err: unknown) => {
           const fe = toFusionError(err, 'child_failed', `candidate-${slot}`);
           if (!firstError) {
@@ -165,6 +164,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   let tarball: { path: string; sha256: string } | undefined;
   let replay: AttemptReplay | undefined;
   let replayStarting: Promise<AttemptReplay> | undefined;
+  let finished: FinishedCandidate | undefined;
   try {
     await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
     // Do not believe the child about what the repository tools returned: a replay sandbox
@@ -194,6 +194,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     detail = { exit: exitSummary(exit) };
     if (exit.outDirOverflow !== undefined) throw new FusionError('child_output_cap', `${stage} wrote ${exit.outDirOverflow}; the sandbox was stopped`, { stage });
     await broker.close();
+    // Every call the model asked for is in: the replay finishes while this attempt is verified.
+    replay?.endOfCalls();
     if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
     collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);
     // The broker's own record goes into the sealed tarball beside the child's log (written after
@@ -210,8 +212,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     if (replay) await replay.complete(verified.records);
     outcome = 'succeeded';
     detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
-    run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
-    return { slot, attempt: rec.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 };
+    finished = { answer: { slot, attempt: rec.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 }, fetched: pages };
+    return finished.answer;
   } catch (err) {
     let fe = toFusionError(err, 'child_failed', stage);
     // A model failure is reported with the provider's own (redacted) words, which the child never saw.
@@ -228,8 +230,13 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     // Every model call this attempt made was paid for, whether the attempt succeeded or not.
     if (broker.usage.requests > 0) run.usage.push(usageEntry(stage, provider, broker.usage));
     staging.remove();
-    const settled = await settleAttempt(deps, run, { stage, attempt: rec.attempt, status: outcome, detail, tarball });
+    const settled = await settleAttempt(deps, run, {
+      stage, attempt: rec.attempt, status: outcome, detail, tarball,
+      ...(finished ? { checkpoints: [{ key: candidateKey(slot), value: canonicalJson(finished) }] } : {}),
+    });
     outcome = settled.status;
+    // Counted in the result's list only once its success (and checkpoint) committed.
+    if (outcome === 'succeeded' && tarball) run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
     await run.control.progress({ stage, attempt: rec.attempt, event: outcome }).catch(() => undefined);
     log.info({ outcome }, 'candidate attempt settled');
     // Evidence that could not be stored fails the attempt (it replaces a success being returned).

@@ -4,9 +4,11 @@
  *   blind evaluator (+ at most one repair) → merger → commit (answer + metadata digests).
  *
  * Each finished step is checkpointed in the store before the next one starts, so restart
- * recovery resumes at the finest committed boundary (docs/behaviour.md#b13): each candidate's
- * success, the evaluation and the merger's answer are checkpoints; only what had not finished
- * runs again (with new attempt numbers, never reusing a sealed log).
+ * recovery resumes at the finest committed boundary (docs/behaviour.md#b13): a stage attempt's
+ * success commits with its checkpoint in one transaction (a candidate's answer, the evaluator's,
+ * repair's and merger's output), and what is derived from them (the evaluation, the checked
+ * answer) is checkpointed too; only what had not finished runs again (with new attempt numbers,
+ * never reusing a sealed log).
  */
 import { randomBytes } from 'node:crypto';
 import { FusionError } from '../errors.js';
@@ -34,8 +36,10 @@ import {
   promptsSha256,
   repairUserPrompt,
 } from '../contracts/prompts.js';
-import { candidateTools, runCandidates, type CandidateAnswer, type FinishedCandidate } from './candidate-stage.js';
-import { runNoToolStage } from './no-tool-stage.js';
+import { candidateKey, candidateTools, runCandidates, type CandidateAnswer, type FinishedCandidate } from './candidate-stage.js';
+import { runNoToolStage, stageOutputKey, type NoToolRole } from './no-tool-stage.js';
+import { usageJson } from './settle-attempt.js';
+import { INTERRUPTED_ATTEMPT_DETAIL } from '../store/port.js';
 import { rosterEngines } from '../models/roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
 import type { TaskOptions } from '../contracts/task-options.js';
@@ -44,8 +48,6 @@ type Letter = 'A' | 'B' | 'C';
 const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
 
 const CK = { candidates: 'candidates', fetched: 'fetched-pages', anonymization: 'anonymization', evaluation: 'evaluation', merged: 'merged' } as const;
-/** One checkpoint per candidate that succeeded, committed the moment it did. */
-const candidateKey = (slot: 1 | 2 | 3): string => `candidate-${slot}`;
 
 export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
   return { run: (ctx) => runFusion(deps, ctx) };
@@ -67,11 +69,9 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     fetched: [],
   };
   if (ctx.resume) {
+    // Attempts the stopped run left running are closed as what they were: interrupted.
+    await control.store.closeRunningAttempts(task.id, INTERRUPTED_ATTEMPT_DETAIL);
     for (const a of await control.store.listAttempts(task.id)) {
-      // Attempts the killed daemon left running are closed as what they were: interrupted.
-      if (a.status === 'running') {
-        await control.store.finishAttempt(task.id, a.stage, a.attempt, { status: 'failed', detail: JSON.stringify({ error: { code: 'supervisor_restarted', message: 'the daemon stopped while this attempt ran' } }) });
-      }
       if (a.status === 'succeeded' && a.tarballPath && a.tarballSha256) run.attempts.push({ stage: a.stage, attempt: a.attempt, tarballPath: a.tarballPath, tarballSha256: a.tarballSha256 });
     }
   }
@@ -83,10 +83,6 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     if (run.usage.length > 0) await control.store.saveUsage(task.id, usageJson(run.usage)).catch((e: unknown) => run.log.warn({ err: e }, 'could not save the usage of a stopped run'));
     throw err;
   }
-}
-
-function usageJson(entries: RunState['usage']): string {
-  return canonicalJson({ entries, totals: totals(entries) });
 }
 
 async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState, models: ReturnType<WorkflowDeps['rosterFor']>): Promise<void> {
@@ -107,12 +103,9 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     if (finished.length > 0) run.log.info({ finished: finished.map((f) => f.answer.slot) }, 'resuming with candidates that had already succeeded');
     const prompt = messages(candidateSystemPrompt(run.canonicalInput.workflow, candidateTools(run.canonicalInput.workflow)), candidateUserPrompt(run.canonicalInput));
     assertMeasuredWithinBudget('candidate', Buffer.byteLength(canonicalJson(prompt)), run.plan);
-    candidates = await runCandidates(deps, run, prompt, finished, async (done) => {
-      // Usage first (paid either way), then the checkpoint, committed before the success
-      // counts: a restart from here does not run this candidate again.
-      await control.store.saveUsage(task.id, usageJson(run.usage));
-      await control.store.saveCheckpoint(task.id, candidateKey(done.answer.slot), canonicalJson(done));
-    });
+    // Each success commits with its checkpoint (one transaction): a restart from here does
+    // not run that candidate again.
+    candidates = await runCandidates(deps, run, prompt, finished);
     await control.store.saveCheckpoint(task.id, CK.fetched, canonicalJson(run.fetched));
     await control.store.saveCheckpoint(task.id, CK.candidates, canonicalJson(candidates));
     await control.transition('candidates_complete', usagePatch());
@@ -140,8 +133,8 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
   } else {
     if (run.signal.aborted) throw new FusionError('cancelled', 'the task was cancelled');
     if ((await control.store.getTask(task.id))?.state === 'candidates_complete') await control.transition('evaluating');
-    // Evaluator attempts of an interrupted run produced no checkpoint: this run's attempts replace them.
-    run.attempts = run.attempts.filter((a) => a.stage !== 'evaluator' && a.stage !== 'repair');
+    // Only the evaluator/repair attempts whose output committed count; those are not run again.
+    await keepCommittedAttempts(run, ['evaluator', 'repair']);
     // Ground truth for the evaluator, for any engine: every citation checked mechanically.
     const citationChecks = await candidateChecks(deps, run, blindCandidates);
     const blindInput = { schema_version: SCHEMA.blindCandidates, canonical_input: run.canonicalInput, candidates: blindCandidates, citation_checks: citationChecks };
@@ -159,8 +152,8 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
   if (mergedCk !== null) {
     answer = (JSON.parse(mergedCk) as { answer: string }).answer;
   } else {
-    // A merger attempt that succeeded without its checkpoint is not the one this result names.
-    run.attempts = run.attempts.filter((a) => a.stage !== 'merger');
+    // Only a merger attempt whose output committed counts; that one is not run again.
+    await keepCommittedAttempts(run, ['merger']);
     answer = await merge(deps, run, blindCandidates, evaluation);
     await control.store.saveUsage(task.id, usageJson(run.usage));
     await control.store.saveCheckpoint(task.id, CK.merged, canonicalJson({ answer }));
@@ -222,6 +215,18 @@ async function merge(deps: WorkflowDeps, run: RunState, blindCandidates: readonl
   const internals = findFusionInternals(answer);
   if (internals.length > 0) throw new FusionError('merge_invalid', `merger answer mentions fusion internals: ${internals.slice(0, 5).join(', ')}`, { stage: 'merger' });
   return answer;
+}
+
+/**
+ * Drops from the result's attempt list the successes of `roles` that no output checkpoint names
+ * (left by a run from before success and checkpoint were one commit), keeping the committed one.
+ */
+async function keepCommittedAttempts(run: RunState, roles: readonly NoToolRole[]): Promise<void> {
+  for (const role of roles) {
+    const ck = await run.control.store.getCheckpoint(run.task.id, stageOutputKey(role));
+    const committed = ck === null ? undefined : (JSON.parse(ck) as { attempt: number }).attempt;
+    run.attempts = run.attempts.filter((a) => a.stage !== role || a.attempt === committed);
+  }
 }
 
 /** The candidates whose success was checkpointed by an earlier run of this task. */
@@ -304,10 +309,3 @@ async function requireCheckpoint(run: RunState, key: string): Promise<string> {
   }
   return value;
 }
-
-function totals(entries: RunState['usage']): { requests: number; inputTokens: number; outputTokens: number; cost?: number } {
-  const sum = entries.reduce((t, e) => ({ requests: t.requests + e.requests, inputTokens: t.inputTokens + e.inputTokens, outputTokens: t.outputTokens + e.outputTokens }), { requests: 0, inputTokens: 0, outputTokens: 0 });
-  const priced = entries.filter((e) => e.cost !== undefined);
-  return priced.length === 0 ? sum : { ...sum, cost: priced.reduce((c, e) => c + (e.cost ?? 0), 0) };
-}
-

@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FusionError, toFusionError } from '../errors.js';
 import { CHILD_LIMITS, SCHEMA } from '../contracts/constants.js';
+import { canonicalJson } from '../contracts/canonical.js';
 import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
 import { startBroker } from '../broker/broker-server.js';
 import { packAttempt } from '../audit/tarball.js';
@@ -26,8 +27,22 @@ export interface StageOutput {
   overCap: boolean;
 }
 
+/** The checkpoint of a no-tool stage's success: its output, committed with the attempt's outcome. */
+export const stageOutputKey = (role: NoToolRole): string => `output-${role}`;
+
+/**
+ * Runs the stage once per task: a success committed by an earlier run (its output checkpoint,
+ * written in the same transaction as the attempt's success) is returned as it was, never run
+ * again (docs/behaviour.md#b13). What the caller derives from it (validation, the evaluation,
+ * the merged answer) is deterministic, so deriving it again gives the same result.
+ */
 export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: NoToolRole, messages: ChatMessage[], capBytes: number): Promise<StageOutput> {
   const { store } = run.control;
+  const done = await store.getCheckpoint(run.task.id, stageOutputKey(role));
+  if (done !== null) {
+    run.log.info({ stage: role }, 'stage already succeeded: its committed output is used, the stage is not run again');
+    return JSON.parse(done) as StageOutput;
+  }
   const rec = await store.startAttempt(run.task.id, role);
   const name = attemptDirName(role, rec.attempt);
   const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
@@ -53,6 +68,7 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
   let outcome: 'succeeded' | 'failed' = 'failed';
   let detail: Record<string, unknown> = {};
   let tarball: { path: string; sha256: string } | undefined;
+  let output: StageOutput | undefined;
   try {
     await run.control.progress({ stage: role, attempt: rec.attempt, event: 'started' });
     const exit = await deps.stageWorkers.run({
@@ -77,9 +93,9 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     }
     const text = readFileSync(answerFile, 'utf8');
     checkAnswerProvenance(text, broker.records);
-    run.attempts.push({ stage: role, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
+    output = { text, attempt: rec.attempt, overCap: outputBytes(text) > capBytes };
     outcome = 'succeeded';
-    return { text, attempt: rec.attempt, overCap: outputBytes(text) > capBytes };
+    return output;
   } catch (err) {
     let fe = toFusionError(err, 'child_failed', role);
     // A model failure is reported with the provider's own (redacted) words, which the worker never saw.
@@ -92,7 +108,12 @@ export async function runNoToolStage(deps: WorkflowDeps, run: RunState, role: No
     // Every model call this attempt made was paid for, whether the attempt succeeded or not.
     if (broker.usage.requests > 0) run.usage.push(usageEntry(role, provider, broker.usage));
     staging.remove();
-    const settled = await settleAttempt(deps, run, { stage: role, attempt: rec.attempt, status: outcome, detail, tarball });
+    const settled = await settleAttempt(deps, run, {
+      stage: role, attempt: rec.attempt, status: outcome, detail, tarball,
+      ...(output ? { checkpoints: [{ key: stageOutputKey(role), value: canonicalJson(output) }] } : {}),
+    });
+    // Named in the result's list only once its success (and output checkpoint) committed.
+    if (settled.status === 'succeeded' && tarball) run.attempts.push({ stage: role, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
     await run.control.progress({ stage: role, attempt: rec.attempt, event: settled.status }).catch(() => undefined);
     // Evidence that could not be stored fails the attempt (it replaces an output being returned).
     if (settled.error !== undefined) throw settled.error; // eslint-disable-line no-unsafe-finally

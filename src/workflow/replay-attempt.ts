@@ -28,6 +28,8 @@ export interface AttemptReplayInput {
 }
 
 export interface AttemptReplay {
+  /** The candidate's broker has closed: no call will come any more (the replay finishes meanwhile). */
+  endOfCalls(): void;
   /** Call after the candidate's broker closed and its log verified; throws on a mismatch. */
   complete(logRecords: readonly ToolCallLogRecord[]): Promise<{ replayed: number }>;
   abort(): Promise<void>;
@@ -51,18 +53,22 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
   });
   return {
     abort: () => streaming.abort(),
+    endOfCalls: () => streaming.endOfCalls(),
     async complete(logRecords) {
       const raw = input.rawCalls();
       // The arguments replayed are the ones the log records (same digests, same order).
       const calls = replayInputs(logRecords, raw, input.tools);
+      const waitStarted = Date.now();
       const replayed = alignStreamedReplay(logRecords, await streaming.finish());
+      const waitedMs = Date.now() - waitStarted;
       const record = buildReplayRecord(input.tools, launcher.name, calls, logRecords, replayed);
       // Kept apart from attempts/ (which holds only attempt directories and their tarballs).
       const dir = join(dirname(dirname(input.destDir)), REPLAY_DIR);
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       writeFileSync(join(dir, `${basename(input.destDir)}.json`), `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
       compareReplay(logRecords, replayed);
-      run.log.info({ attemptName: input.name, replayed: replayed.length, backend: launcher.name }, 'tool calls replayed: every result matches');
+      // waitedMs: how long the attempt waited for its replay after its own checks (the replay's cost in wall time).
+      run.log.info({ attemptName: input.name, replayed: replayed.length, backend: launcher.name, waitedMs }, 'tool calls replayed: every result matches');
       return { replayed: replayed.length };
     },
   };

@@ -332,6 +332,36 @@ describe.each(adapters)('$engine store', (adapter) => {
     });
   });
 
+  describe('an attempt\'s success and its checkpoint are one commit', () => {
+    it('writes the checkpoints and the usage with a success, and nothing with a refused finish', async () => {
+      const task = await store.createTask(newTask());
+      const a = await store.startAttempt(task.id, 'merger');
+      await store.finishAttempt(task.id, 'merger', a.attempt, {
+        status: 'succeeded', checkpoints: [{ key: 'output-merger', value: '{"text":"m"}' }], usage: '{"entries":[]}',
+      });
+      expect(await store.getCheckpoint(task.id, 'output-merger')).toBe('{"text":"m"}');
+      expect((await store.getTask(task.id))?.usage).toBe('{"entries":[]}');
+      // A second finish of the same attempt is refused and its checkpoint is not written.
+      await expectCode(store.finishAttempt(task.id, 'merger', a.attempt, { status: 'succeeded', checkpoints: [{ key: 'other', value: 'x' }] }), 'conflict');
+      expect(await store.getCheckpoint(task.id, 'other')).toBeNull();
+    });
+
+    it('closes only the attempts still running, once', async () => {
+      const task = await store.createTask(newTask());
+      const done = await store.startAttempt(task.id, 'candidate-1');
+      await store.finishAttempt(task.id, 'candidate-1', done.attempt, { status: 'succeeded' });
+      await store.startAttempt(task.id, 'candidate-2');
+      await store.startAttempt(task.id, 'candidate-3');
+      expect(await store.closeRunningAttempts(task.id, '{"interrupted":true}')).toBe(2);
+      expect(await store.closeRunningAttempts(task.id, '{"interrupted":true}')).toBe(0);
+      const rows = await store.listAttempts(task.id);
+      expect(rows.map((r) => [r.stage, r.status, r.detail])).toEqual([
+        ['candidate-1', 'succeeded', null], ['candidate-2', 'failed', '{"interrupted":true}'], ['candidate-3', 'failed', '{"interrupted":true}'],
+      ]);
+      expect(rows.every((r) => r.endedAt !== null)).toBe(true);
+    });
+  });
+
   describe('durability and errors', () => {
     it('keeps everything across close and reopen', async () => {
       const task = await store.createTask(newTask());

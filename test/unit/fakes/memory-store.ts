@@ -12,6 +12,8 @@ export interface MemoryStore extends Store {
   events: TaskEvent[];
   /** Fails the next createTask with this error (a full disk, …). */
   failNextCreate?: Error;
+  /** Task ids whose running attempts were closed (closeRunningAttempts), in call order. */
+  closedAttempts: string[];
 }
 
 export function memoryStore(): MemoryStore {
@@ -43,6 +45,7 @@ export function memoryStore(): MemoryStore {
     tasks,
     results,
     events,
+    closedAttempts: [],
     init: async () => undefined,
     close: async () => undefined,
     async createTask(t: NewTask) {
@@ -97,6 +100,10 @@ export function memoryStore(): MemoryStore {
     getCheckpoint: missing('getCheckpoint'),
     startAttempt: missing('startAttempt'),
     finishAttempt: missing('finishAttempt'),
+    async closeRunningAttempts(taskId) {
+      store.closedAttempts.push(taskId);
+      return 0;
+    },
     listAttempts: async () => [],
     saveTaskTarball: missing('saveTaskTarball'),
     getTaskTarball: async () => null,

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { FusionError } from '../../../src/errors.js';
 import type { TaskRunner } from '../../../src/tasks/runner-port.js';
-import { createDirectDispatcher } from '../../../src/tasks/dispatcher.js';
+import { createDirectDispatcher, type Dispatcher } from '../../../src/tasks/dispatcher.js';
 import type { ClusterSignals, TaskQueue } from '../../../src/tasks/cluster-port.js';
 import type { PackRequest } from '../../../src/bundles/pack-as-caller.js';
 import { blockingRunner, completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs } from '../fakes/task-fixtures.js';
@@ -120,10 +120,104 @@ describe('TaskService.recover', () => {
     expect((await first.store.getTask(taskId))?.error).toMatchObject({ code: 'supervisor_restarted' });
   });
 
+  it('a task that had only been queued is started again without using up its resume', async () => {
+    // A dispatcher that never starts anything: the task stays queued until the "restart".
+    const parked: Dispatcher = { dispatch: () => undefined, drain: async () => undefined, running: 0, queued: 0 };
+    const first = makeService(dirs, completingRunner(dirs), { dispatcher: parked });
+    const { taskId } = await first.service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    // Never started (the dispatcher holds it): still initializing at the "restart".
+    expect((await first.store.getTask(taskId))?.state).toBe('initializing');
+
+    const runner = completingRunner(dirs);
+    const second = makeService(dirs, runner, { store: first.store });
+    expect(await second.service.recover()).toEqual({ resumed: [taskId], failed: [] });
+    await until(async () => (await second.service.get(taskId)).state === 'completed');
+    expect(runner.runs[0]?.resume).toBe(false);
+    expect((await second.service.get(taskId)).resumeCount).toBe(0);
+  });
+
+  it('closes the attempts a stopped run left running before it fails the task (and seals it)', async () => {
+    const first = makeService(dirs, blockingRunner());
+    const { taskId } = await first.service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await first.service.get(taskId)).state === 'candidates_running');
+    await first.service.shutdown();
+    first.store.tasks.set(taskId, { ...first.store.tasks.get(taskId)!, resumeCount: 1 });
+    const order: string[] = [];
+    const third = makeService(dirs, blockingRunner(), { store: first.store, onTerminal: async () => void order.push(`sealed after ${first.store.closedAttempts.length} close(s)`) });
+    expect(await third.service.recover()).toEqual({ resumed: [], failed: [taskId] });
+    expect(first.store.closedAttempts).toEqual([taskId]);
+    expect(order).toEqual(['sealed after 1 close(s)']);
+  });
+
   it('refuses new tasks after shutdown', async () => {
     const { service } = makeService(dirs, completingRunner(dirs));
     await service.shutdown();
     await expect(service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo })).rejects.toMatchObject({ code: 'shutting_down' });
+  });
+});
+
+describe('TaskService on a full disk (docs/behaviour.md#b13)', () => {
+  const enospc = (): Error => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+
+  it('sets a run that met a full disk aside and resumes it, without counting a resume, once space is back', async () => {
+    let full = false; // submit checks too: the disk fills once the task runs
+    let checks = 0;
+    const runs: Array<{ resume: boolean }> = [];
+    const runner: TaskRunner = {
+      async run(ctx) {
+        runs.push({ resume: ctx.resume });
+        if (runs.length === 1) {
+          full = true;
+          await ctx.control.transition('candidates_running');
+          throw new FusionError('child_failed', 'could not copy the outputs', { cause: enospc() });
+        }
+        // The resumed run continues from the state the first one reached.
+        expect(ctx.task.state).toBe('candidates_running');
+        for (const s of ['candidates_complete', 'evaluating', 'evaluation_complete', 'merging'] as const) await ctx.control.transition(s);
+        await ctx.control.commit({ taskId: ctx.task.id, answerPath: join(dirs.base, 'a.md'), answerSha256: 'a'.repeat(64), answerBytes: 1, metadata: '{}', metadataSha256: 'b'.repeat(64), committedAt: new Date().toISOString() });
+      },
+    };
+    const assertStorage = (): void => {
+      checks++;
+      if (full) throw new FusionError('storage_full', 'below the reserve');
+    };
+    const { service } = makeService(dirs, runner, { assertStorage });
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(() => checks >= 2, 5_000);
+    expect((await service.get(taskId)).state).toBe('candidates_running');
+    full = false;
+    await until(async () => (await service.get(taskId)).state === 'completed', 10_000);
+    expect(runs).toEqual([{ resume: false }, { resume: true }]);
+    expect((await service.get(taskId)).resumeCount).toBe(0);
+  });
+
+  it('fails the task storage_full when the disk stays full past the wait', async () => {
+    const runner: TaskRunner = {
+      async run(ctx) {
+        full = true;
+        await ctx.control.transition('candidates_running');
+        throw enospc();
+      },
+    };
+    let full = false;
+    const { service, store } = makeService(dirs, runner, { assertStorage: () => { if (full) throw new FusionError('storage_full', 'below the reserve'); }, storageWaitMs: 300 });
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await service.get(taskId)).state === 'failed', 10_000);
+    expect((await service.get(taskId)).error).toMatchObject({ code: 'storage_full', state: 'candidates_running' });
+    expect(store.closedAttempts).toContain(taskId);
+  });
+
+  it('a sandbox cannot claim a full disk: a FusionError is judged by its code and cause, not its words', async () => {
+    const runner: TaskRunner = {
+      async run(ctx) {
+        await ctx.control.transition('candidates_running');
+        throw new FusionError('child_failed', 'candidate-1 failed (ENOSPC: database or disk is full)');
+      },
+    };
+    const { service } = makeService(dirs, runner, { assertStorage: () => undefined });
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(async () => (await service.get(taskId)).state === 'failed');
+    expect((await service.get(taskId)).error).toMatchObject({ code: 'child_failed' });
   });
 });
 

@@ -1,0 +1,43 @@
+/**
+ * The replay's record of what a call depended on: the digest of the tree it looked at. It is
+ * the documented format (sorted `path\tkind\tdigest` lines, file contents included,
+ * `.git`/`node_modules` skipped) and the same every time, so an offline auditor's replay
+ * recomputes it exactly (a guard for any change that makes the replay cheaper).
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import { replayCalls } from '../../../agent/replay-core.js';
+
+const sha = (b: string | Buffer): string => createHash('sha256').update(b).digest('hex');
+let dir = '';
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+it('digests a tree of many files to the documented sorted-lines digest, the same every time', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fusion-replay-core-'));
+  const lines: string[] = [];
+  for (let d = 0; d < 5; d++) {
+    mkdirSync(join(dir, `d${d}`));
+    lines.push(`d${d}\tdir\t`);
+    for (let f = 0; f < 40; f++) {
+      // Sizes differ a lot, so parallel reads finish out of order.
+      const body = `${d}:${f}\n`.repeat(1 + ((f * 7919) % 3000));
+      writeFileSync(join(dir, `d${d}`, `f${f}.txt`), body);
+      lines.push(`d${d}/f${f}.txt\tfile\t${sha(body)}`);
+    }
+  }
+  mkdirSync(join(dir, 'node_modules'));
+  writeFileSync(join(dir, 'node_modules', 'skipped.js'), 'x');
+  symlinkSync('d0/f0.txt', join(dir, 'link'));
+  lines.push('link\tlink\t');
+  const expected = sha([...lines].sort().join('\n'));
+
+  const call = { ordinal: 0, tool_name: 'ls', arguments: JSON.stringify({ path: '.' }) };
+  const tools = ['read', 'grep', 'find', 'ls'];
+  const [first] = await replayCalls(dir, [call], tools);
+  const [second] = await replayCalls(dir, [call], tools);
+  expect(first?.touched).toEqual({ '.': expected });
+  expect(second?.touched).toEqual(first?.touched);
+});
