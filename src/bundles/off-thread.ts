@@ -1,0 +1,74 @@
+/**
+ * Runs one bundle operation (bundle-worker.ts) in a worker thread and returns its reply, so the
+ * daemon's event loop is never blocked by a strict read, an unpack or an in-process pack
+ * (docs/operations.md#repository-snapshots). A FusionError of the worker comes back as the same
+ * code, message and details; a worker that dies without replying is an internal_error.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { FusionError, type ErrorCode } from '../errors.js';
+import type { PackedBundle } from './pack.js';
+import { sanitiseSkipReport } from './pack.js';
+import type { WorkerOp } from './bundle-worker.js';
+
+/** A compiled module of this folder (under vitest this module is TypeScript: use the build in dist/). */
+export function compiledBundleModule(file: string): string {
+  const here = fileURLToPath(import.meta.url);
+  if (here.endsWith('.ts')) {
+    const built = here.replace(/([\\/])src([\\/])bundles([\\/])[^\\/]+\.ts$/u, `$1dist$2src$2bundles$3${file}`);
+    if (existsSync(built)) return built;
+  }
+  return fileURLToPath(new URL(`./${file}`, import.meta.url));
+}
+
+function runWorker(op: WorkerOp, transfer: ArrayBuffer[] = []): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(compiledBundleModule('bundle-worker.js'), { workerData: op, transferList: transfer });
+    let settled = false;
+    worker.once('message', (msg: { ok: boolean; error?: { code: string; message: string; details: Record<string, unknown> } } & Record<string, unknown>) => {
+      settled = true;
+      void worker.terminate();
+      if (msg.ok) resolve(msg);
+      else reject(new FusionError((msg.error?.code ?? 'internal_error') as ErrorCode, msg.error?.message ?? 'bundle worker failed', { details: msg.error?.details ?? {} }));
+    });
+    worker.once('error', (err) => {
+      if (settled) return;
+      settled = true;
+      reject(new FusionError('internal_error', `the bundle worker failed: ${err.message}`, { cause: err }));
+    });
+    worker.once('exit', (code) => {
+      if (settled) return;
+      settled = true;
+      reject(new FusionError('internal_error', `the bundle worker exited with code ${code} without a reply`));
+    });
+  });
+}
+
+/** A Buffer's bytes as a transferable Uint8Array (copied when the Buffer shares its memory). */
+function transferable(data: Buffer): { view: Uint8Array; transfer: ArrayBuffer[] } {
+  const view = new Uint8Array(data.byteLength);
+  view.set(data);
+  return { view, transfer: [view.buffer] };
+}
+
+/** packTree of `root` in a worker thread (the in-process packer: root, the daemon's uid). */
+export async function packOffThread(root: string, options: { exclude: readonly string[]; maxBytes: number }): Promise<PackedBundle> {
+  const r = await runWorker({ op: 'pack', root, exclude: options.exclude, maxBytes: options.maxBytes });
+  const data = r.data as Uint8Array;
+  return { digest: r.digest as string, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), entries: r.entries as number, skipped: sanitiseSkipReport(r.skipped) };
+}
+
+/** The strict read of an untrusted archive in a worker thread: its entry count, or bundle_changed. */
+export async function verifyOffThread(data: Buffer, limits: { maxBytes: number; maxEntries: number }): Promise<number> {
+  const { view, transfer } = transferable(data);
+  const r = await runWorker({ op: 'verify', data: view, ...limits }, transfer);
+  return r.entries as number;
+}
+
+/** Digest check, strict read and unpack into a fresh `.partial-*` directory of `dir`, in a worker thread. */
+export async function unpackOffThread(data: Buffer, digest: string, dir: string, limits: { maxBytes: number; maxEntries: number }): Promise<{ entries: number; partial: string }> {
+  const { view, transfer } = transferable(data);
+  const r = await runWorker({ op: 'unpack', data: view, digest, dir, ...limits }, transfer);
+  return { entries: r.entries as number, partial: r.partial as string };
+}
