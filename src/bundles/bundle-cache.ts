@@ -38,7 +38,7 @@ export interface BundleSource {
 export interface BundleCache {
   /** The physical path of the verified, unpacked tree of `digest`; throws bundle_changed (or repo_snapshot_missing without a store). */
   checkout(digest: string): Promise<string>;
-  /** Verifies and unpacks bytes packed on this host (unless the tree is there already); its physical path. */
+  /** Verifies and unpacks bytes packed on this host (unless the tree is there already); its physical path. `data` is moved to the worker: not usable after. */
   install(bundle: { digest: string; data: Buffer }): Promise<string>;
   /** Holds the tree of `digest` against pruning until the returned function is called. */
   pin(digest: string): () => void;
@@ -86,6 +86,7 @@ export async function createBundleCache(options: {
 
   const place = async (data: Buffer, digest: string): Promise<string> => {
     const final = join(dir, digest);
+    const bytes = data.length;
     const { entries, partial } = await unpackOffThread(data, digest, dir, { maxBytes: options.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
     try {
       // Durable before visible: a rename that outlives a power loss whose file data did not
@@ -102,7 +103,7 @@ export async function createBundleCache(options: {
       await rm(partial, { recursive: true, force: true });
       throw err;
     }
-    log.info({ digest, entries, bytes: data.length }, 'repository bundle unpacked');
+    log.info({ digest, entries, bytes }, 'repository bundle unpacked');
     return realpath(final);
   };
 

@@ -5,7 +5,7 @@
  * (docs/operations.md#repository-snapshots). One operation per worker, given in `workerData`:
  *
  * - `pack`: packTree in-process (root, the daemon's uid): the archive, its digest and what was skipped;
- * - `verify`: the strict read of an untrusted archive (a packing child's output): its entry count;
+ * - `verify`: the strict read of an untrusted archive (a packing child's output): its entry count and sha256;
  * - `unpack`: digest check, strict read, and the tree written into a fresh `.partial-*`
  *   directory under `dir` (root-owned, directories 0755, files 0644 or 0755); the caller
  *   flushes it and renames it into place.
@@ -67,8 +67,11 @@ async function perform(op: WorkerOp): Promise<{ reply: Record<string, unknown>; 
     return { reply: { digest: packed.digest, data, entries: packed.entries, skipped: packed.skipped }, transfer: whole ? [data.buffer as ArrayBuffer] : [] };
   }
   const data = Buffer.from(op.data.buffer, op.data.byteOffset, op.data.byteLength);
-  if (op.op === 'verify') return { reply: { entries: readBundleTar(data, op).length }, transfer: [] };
-  return { reply: unpack(data, op.digest, op.dir, op), transfer: [] };
+  // The bytes go back to the caller (moved, as they came), who still needs them.
+  const back = { data: op.data };
+  const transfer = op.data.buffer instanceof ArrayBuffer ? [op.data.buffer] : [];
+  if (op.op === 'verify') return { reply: { entries: readBundleTar(data, op).length, digest: createHash('sha256').update(data).digest('hex'), ...back }, transfer };
+  return { reply: { ...unpack(data, op.digest, op.dir, op), ...back }, transfer };
 }
 
 if (parentPort !== null) {

@@ -45,12 +45,25 @@ function runWorker(op: WorkerOp, transfer: ArrayBuffer[] = []): Promise<Record<s
   });
 }
 
-/** A Buffer's bytes as a transferable Uint8Array (copied when the Buffer shares its memory). */
+/**
+ * A Buffer's bytes as a transferable Uint8Array: the Buffer's own memory when it owns a whole
+ * ArrayBuffer (a large archive always does; moving it costs nothing, where a copy of a cap-sized
+ * archive would itself stall the loop), else a copy (a small, pooled Buffer). The worker sends
+ * the bytes back with its reply; the Buffer passed in must not be used after the call.
+ */
 function transferable(data: Buffer): { view: Uint8Array; transfer: ArrayBuffer[] } {
+  if (data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && data.buffer instanceof ArrayBuffer) {
+    return { view: new Uint8Array(data.buffer, 0, data.byteLength), transfer: [data.buffer] };
+  }
   const view = new Uint8Array(data.byteLength);
   view.set(data);
   return { view, transfer: [view.buffer] };
 }
+
+const asBuffer = (v: unknown): Buffer => {
+  const u = v as Uint8Array;
+  return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+};
 
 /** packTree of `root` in a worker thread (the in-process packer: root, the daemon's uid). */
 export async function packOffThread(root: string, options: { exclude: readonly string[]; maxBytes: number }): Promise<PackedBundle> {
@@ -59,14 +72,17 @@ export async function packOffThread(root: string, options: { exclude: readonly s
   return { digest: r.digest as string, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), entries: r.entries as number, skipped: sanitiseSkipReport(r.skipped) };
 }
 
-/** The strict read of an untrusted archive in a worker thread: its entry count, or bundle_changed. */
-export async function verifyOffThread(data: Buffer, limits: { maxBytes: number; maxEntries: number }): Promise<number> {
+/**
+ * The strict read of an untrusted archive in a worker thread: its entry count, its sha256 and the bytes
+ * (moved back: use them, not `data`), or bundle_changed.
+ */
+export async function verifyOffThread(data: Buffer, limits: { maxBytes: number; maxEntries: number }): Promise<{ entries: number; digest: string; data: Buffer }> {
   const { view, transfer } = transferable(data);
   const r = await runWorker({ op: 'verify', data: view, ...limits }, transfer);
-  return r.entries as number;
+  return { entries: r.entries as number, digest: r.digest as string, data: asBuffer(r.data) };
 }
 
-/** Digest check, strict read and unpack into a fresh `.partial-*` directory of `dir`, in a worker thread. */
+/** Digest check, strict read and unpack into a fresh `.partial-*` directory of `dir`, in a worker thread (`data` is moved: not usable after). */
 export async function unpackOffThread(data: Buffer, digest: string, dir: string, limits: { maxBytes: number; maxEntries: number }): Promise<{ entries: number; partial: string }> {
   const { view, transfer } = transferable(data);
   const r = await runWorker({ op: 'unpack', data: view, digest, dir, ...limits }, transfer);

@@ -15,7 +15,6 @@
  * pile archives into the daemon's memory.
  */
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { FusionError } from '../errors.js';
 import type { RunAs } from '../common/setpriv-args.js';
 import { bundleTooLarge, sanitiseSkipReport, type PackedBundle, type SkipReport } from './pack.js';
@@ -55,10 +54,10 @@ export async function packRepo(req: PackRequest): Promise<PackedBundle> {
     const { data, summary } = await runChild(req, caller, req.timeoutMs ?? PACK_TIMEOUT_MS);
     // Untrusted bytes: bounded, strictly re-read (in a worker thread), digested here.
     if (data.length > req.maxBytes) throw bundleTooLarge(req.maxBytes, req.repo);
-    const entries = await verifyOffThread(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
+    const verified = await verifyOffThread(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
     // The summary is the caller's word too: counts and a bounded, flattened list of paths, used
     // only to tell the caller what their own task left out.
-    return { digest: createHash('sha256').update(data).digest('hex'), data, entries, skipped: sanitiseSkipReport(summary.skipped) };
+    return { digest: verified.digest, data: verified.data, entries: verified.entries, skipped: sanitiseSkipReport(summary.skipped) };
   });
 }
 

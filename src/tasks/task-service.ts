@@ -340,10 +340,12 @@ export class TaskService {
     const started = Date.now();
     const packed = await bundles.pack({ repo: task.repoDir, exclude: optionsOf(task).repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(caller !== undefined ? { caller } : {}) });
     const release = bundles.pin?.(packed.digest) ?? none;
+    const bytes = packed.data.length;
     try {
+      // The bytes move to the unpacking worker: not read after this.
       const repoDir = await bundles.install({ digest: packed.digest, data: packed.data });
       await this.deps.store.saveCheckpoint(task.id, SNAPSHOT_CHECKPOINT, snapshotJson(packed));
-      this.log.info({ taskId: task.id, bundleDigest: packed.digest, bundleBytes: packed.data.length, entries: packed.entries, skipped: packed.skipped.counts, ms: Date.now() - started }, 'repository snapshot taken');
+      this.log.info({ taskId: task.id, bundleDigest: packed.digest, bundleBytes: bytes, entries: packed.entries, skipped: packed.skipped.counts, ms: Date.now() - started }, 'repository snapshot taken');
       return { repoDir, report: snapshotReport(packed), pending: packed.digest, release };
     } catch (err) {
       release();
