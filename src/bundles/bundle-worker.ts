@@ -2,7 +2,8 @@
  * The CPU-heavy bundle work, run in a worker thread (off-thread.ts) so the daemon's event loop
  * keeps serving while it runs: a cap-sized archive of tiny entries takes seconds to read
  * strictly and to write out, and the main thread must answer receipts and health meanwhile
- * (docs/operations.md#repository-snapshots). One operation per worker, given in `workerData`:
+ * (docs/operations.md#repository-snapshots). One long-lived worker serves every request
+ * (`{ id, op }` messages; a worker per operation would add its start-up to every run):
  *
  * - `pack`: packTree in-process (root, the daemon's uid): the archive, its digest and what was skipped;
  * - `verify`: the strict read of an untrusted archive (a packing child's output): its entry count and sha256;
@@ -10,12 +11,12 @@
  *   directory under `dir` (root-owned, directories 0755, files 0644 or 0755); the caller
  *   flushes it and renames it into place.
  *
- * The reply is `{ ok: true, … }` or `{ ok: false, error: { code, message, details } }`.
+ * The reply is `{ id, ok: true, … }` or `{ id, ok: false, error: { code, message, details } }`.
  */
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { FusionError, toFusionError } from '../errors.js';
 import { readBundleTar } from './bundle-tar.js';
 import { packTree } from './pack.js';
@@ -76,11 +77,13 @@ async function perform(op: WorkerOp): Promise<{ reply: Record<string, unknown>; 
 
 if (parentPort !== null) {
   const port = parentPort;
-  perform(workerData as WorkerOp).then(
-    ({ reply, transfer }) => port.postMessage({ ok: true, ...reply }, transfer),
-    (err: unknown) => {
-      const fe = toFusionError(err);
-      port.postMessage({ ok: false, error: { code: fe.code, message: fe.message, details: fe.details ?? {} } });
-    },
-  );
+  port.on('message', ({ id, op }: { id: number; op: WorkerOp }) => {
+    perform(op).then(
+      ({ reply, transfer }) => port.postMessage({ id, ok: true, ...reply }, transfer),
+      (err: unknown) => {
+        const fe = toFusionError(err);
+        port.postMessage({ id, ok: false, error: { code: fe.code, message: fe.message, details: fe.details ?? {} } });
+      },
+    );
+  });
 }

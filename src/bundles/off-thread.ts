@@ -22,26 +22,46 @@ export function compiledBundleModule(file: string): string {
   return fileURLToPath(new URL(`./${file}`, import.meta.url));
 }
 
+type Reply = { id: number; ok: boolean; error?: { code: string; message: string; details: Record<string, unknown> } } & Record<string, unknown>;
+
+/** The one bundle worker, started on first use and unref'd (it never keeps the daemon alive). */
+let shared: { worker: Worker; pending: Map<number, { resolve: (r: Record<string, unknown>) => void; reject: (e: Error) => void }> } | undefined;
+let nextId = 0;
+
+function bundleWorker(): NonNullable<typeof shared> {
+  if (shared !== undefined) return shared;
+  const worker = new Worker(compiledBundleModule('bundle-worker.js'));
+  worker.unref();
+  const self = { worker, pending: new Map<number, { resolve: (r: Record<string, unknown>) => void; reject: (e: Error) => void }>() };
+  const failAll = (err: Error): void => {
+    if (shared === self) shared = undefined;
+    for (const p of self.pending.values()) p.reject(err);
+    self.pending.clear();
+  };
+  worker.on('message', (msg: Reply) => {
+    const p = self.pending.get(msg.id);
+    if (p === undefined) return;
+    self.pending.delete(msg.id);
+    if (msg.ok) p.resolve(msg);
+    else p.reject(new FusionError((msg.error?.code ?? 'internal_error') as ErrorCode, msg.error?.message ?? 'bundle worker failed', { details: msg.error?.details ?? {} }));
+  });
+  worker.on('error', (err) => failAll(new FusionError('internal_error', `the bundle worker failed: ${err.message}`, { cause: err })));
+  worker.on('exit', (code) => failAll(new FusionError('internal_error', `the bundle worker exited with code ${code}`)));
+  shared = self;
+  return self;
+}
+
 function runWorker(op: WorkerOp, transfer: ArrayBuffer[] = []): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(compiledBundleModule('bundle-worker.js'), { workerData: op, transferList: transfer });
-    let settled = false;
-    worker.once('message', (msg: { ok: boolean; error?: { code: string; message: string; details: Record<string, unknown> } } & Record<string, unknown>) => {
-      settled = true;
-      void worker.terminate();
-      if (msg.ok) resolve(msg);
-      else reject(new FusionError((msg.error?.code ?? 'internal_error') as ErrorCode, msg.error?.message ?? 'bundle worker failed', { details: msg.error?.details ?? {} }));
-    });
-    worker.once('error', (err) => {
-      if (settled) return;
-      settled = true;
-      reject(new FusionError('internal_error', `the bundle worker failed: ${err.message}`, { cause: err }));
-    });
-    worker.once('exit', (code) => {
-      if (settled) return;
-      settled = true;
-      reject(new FusionError('internal_error', `the bundle worker exited with code ${code} without a reply`));
-    });
+    const w = bundleWorker();
+    const id = ++nextId;
+    // Held (ref'd) while a request is in flight, so a caller awaiting it is not left behind.
+    w.worker.ref();
+    const done = (): void => {
+      if (w.pending.size === 0) w.worker.unref();
+    };
+    w.pending.set(id, { resolve: (r) => (resolve(r), done()), reject: (e) => (reject(e), done()) });
+    w.worker.postMessage({ id, op }, transfer);
   });
 }
 
