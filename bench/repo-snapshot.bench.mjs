@@ -15,6 +15,8 @@
  * of 256 MiB. BENCH_SNAPSHOT_REPO=/path packs another checkout as well.
  */
 import process from 'node:process';
+import { Buffer } from 'node:buffer';
+import { setTimeout } from 'node:timers';
 import { performance, monitorEventLoopDelay } from 'node:perf_hooks';
 import { cpSync, mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
