@@ -20,10 +20,8 @@
  * Trees are pruned (`prune`) once no non-terminal task names them and they were last used
  * before the retention; a tree a run of this daemon holds (`pin`) is never pruned.
  */
-import { execFile } from 'node:child_process';
 import { chmod, lstat, mkdir, readdir, realpath, rename, rm, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MAX_BUNDLE_ENTRIES } from './pack-as-caller.js';
@@ -46,24 +44,15 @@ export interface BundleCache {
   prune(live: ReadonlySet<string>, beforeMs: number): Promise<string[]>;
 }
 
-const execFileAsync = promisify(execFile);
 const DIGEST = /^[0-9a-f]{64}$/u;
-/**
- * Writes everything under `path` to disk: syncfs(2) of its filesystem through coreutils'
- * `sync -f` (one call however many files, where an fsync per file would cost a journal commit
- * each).
- */
-async function syncFilesystem(path: string): Promise<void> {
-  await execFileAsync('sync', ['-f', path], { timeout: 600_000 });
-}
 
 export async function createBundleCache(options: {
   /** Absent on a single host: a missing tree is repo_snapshot_missing, never fetched. */
   dir: string; store?: BundleSource; maxBytes: number; log: Logger;
-  /** Makes the unpacked tree durable before it is renamed into place (default: syncfs). */
+  /** Makes the unpacked tree durable before it is renamed into place (default: syncfs of its filesystem, in the worker). */
   flush?: (path: string) => Promise<void>;
 }): Promise<BundleCache> {
-  const flush = options.flush ?? syncFilesystem;
+  const flush = options.flush ?? (async () => undefined);
   const { dir, store, log } = options;
   await mkdir(dir, { recursive: true, mode: 0o755 });
   await chmod(dir, 0o755);
@@ -87,7 +76,7 @@ export async function createBundleCache(options: {
   const place = async (data: Buffer, digest: string): Promise<string> => {
     const final = join(dir, digest);
     const bytes = data.length;
-    const { entries, partial } = await unpackOffThread(data, digest, dir, { maxBytes: options.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
+    const { entries, partial } = await unpackOffThread(data, digest, dir, { maxBytes: options.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES }, options.flush === undefined);
     try {
       // Durable before visible: a rename that outlives a power loss whose file data did not
       // would leave a torn tree at the digest's path, reused by every later task.

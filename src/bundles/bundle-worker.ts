@@ -8,12 +8,13 @@
  * - `pack`: packTree in-process (root, the daemon's uid): the archive, its digest and what was skipped;
  * - `verify`: the strict read of an untrusted archive (a packing child's output): its entry count and sha256;
  * - `unpack`: digest check, strict read, and the tree written into a fresh `.partial-*`
- *   directory under `dir` (root-owned, directories 0755, files 0644 or 0755); the caller
- *   flushes it and renames it into place.
+ *   directory under `dir` (root-owned, directories 0755, files 0644 or 0755), flushed to disk
+ *   (syncfs) unless the caller flushes it itself; the caller renames it into place.
  *
  * The reply is `{ id, ok: true, … }` or `{ id, ok: false, error: { code, message, details } }`.
  */
 import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
@@ -26,9 +27,9 @@ export const PARTIAL_PREFIX = '.partial-';
 export type WorkerOp =
   | { op: 'pack'; root: string; exclude: readonly string[]; maxBytes: number }
   | { op: 'verify'; data: Uint8Array; maxBytes: number; maxEntries: number }
-  | { op: 'unpack'; data: Uint8Array; digest: string; dir: string; maxBytes: number; maxEntries: number };
+  | { op: 'unpack'; data: Uint8Array; digest: string; dir: string; maxBytes: number; maxEntries: number; syncfs: boolean };
 
-function unpack(data: Buffer, digest: string, dir: string, limits: { maxBytes: number; maxEntries: number }): { entries: number; partial: string } {
+function unpack(data: Buffer, digest: string, dir: string, limits: { maxBytes: number; maxEntries: number }, syncfs: boolean): { entries: number; partial: string } {
   const actual = createHash('sha256').update(data).digest('hex');
   if (actual !== digest) {
     throw new FusionError('bundle_changed', `the repository bundle's bytes changed since it was packed (sha256 ${actual.slice(0, 16)}…, recorded ${digest.slice(0, 16)}…); nothing ran. Submit the task again`, {
@@ -52,6 +53,9 @@ function unpack(data: Buffer, digest: string, dir: string, limits: { maxBytes: n
         symlinkSync(e.target, path);
       }
     }
+    // syncfs(2) of the tree's filesystem through coreutils' `sync -f` (one call however many
+    // files), here: the spawn of a large process stalls the thread that makes it.
+    if (syncfs) execFileSync('sync', ['-f', tmp], { timeout: 600_000, stdio: 'ignore' });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
@@ -72,7 +76,7 @@ async function perform(op: WorkerOp): Promise<{ reply: Record<string, unknown>; 
   const back = { data: op.data };
   const transfer = op.data.buffer instanceof ArrayBuffer ? [op.data.buffer] : [];
   if (op.op === 'verify') return { reply: { entries: readBundleTar(data, op).length, digest: createHash('sha256').update(data).digest('hex'), ...back }, transfer };
-  return { reply: { ...unpack(data, op.digest, op.dir, op), ...back }, transfer };
+  return { reply: { ...unpack(data, op.digest, op.dir, op, op.syncfs), ...back }, transfer };
 }
 
 if (parentPort !== null) {

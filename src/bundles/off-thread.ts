@@ -102,9 +102,9 @@ export async function verifyOffThread(data: Buffer, limits: { maxBytes: number; 
   return { entries: r.entries as number, digest: r.digest as string, data: asBuffer(r.data) };
 }
 
-/** Digest check, strict read and unpack into a fresh `.partial-*` directory of `dir`, in a worker thread (`data` is moved: not usable after). */
-export async function unpackOffThread(data: Buffer, digest: string, dir: string, limits: { maxBytes: number; maxEntries: number }): Promise<{ entries: number; partial: string }> {
+/** Digest check, strict read, unpack into a fresh `.partial-*` directory of `dir` and (syncfs) its flush, in a worker thread (`data` is moved: not usable after). */
+export async function unpackOffThread(data: Buffer, digest: string, dir: string, limits: { maxBytes: number; maxEntries: number }, syncfs: boolean): Promise<{ entries: number; partial: string }> {
   const { view, transfer } = transferable(data);
-  const r = await runWorker({ op: 'unpack', data: view, digest, dir, ...limits }, transfer);
+  const r = await runWorker({ op: 'unpack', data: view, digest, dir, ...limits, syncfs }, transfer);
   return { entries: r.entries as number, partial: r.partial as string };
 }
