@@ -41,6 +41,7 @@ export const ERROR_CODES = {
   merge_invalid: { httpStatus: 500, retryable: false, meaning: 'The merger output is empty or mentions fusion internals.' },
   model_error: { httpStatus: 502, retryable: true, meaning: 'A model provider failed (after retries).' },
   bundle_changed: { httpStatus: 500, retryable: false, meaning: 'The task\'s repository bundle failed verification before use (its bytes no longer match the digest recorded at submission, or the archive is unsafe); nothing ran.' },
+  repo_snapshot_missing: { httpStatus: 500, retryable: false, meaning: 'The repository snapshot a resumed task started over is gone from the daemon\'s data directory; the task was not run over the repository as it is now. Submit it again.' },
   supervisor_restarted: { httpStatus: 500, retryable: false, meaning: 'The daemon restarted while the task ran and it could not resume.' },
   cancelled: { httpStatus: 409, retryable: false, meaning: 'The task was cancelled.' },
   daemon_unavailable: { httpStatus: 503, retryable: true, meaning: 'No daemon answers on the socket.' },

@@ -25,6 +25,7 @@ import type { TaskRunner } from './tasks/runner-port.js';
 import { dataPaths } from './tasks/paths.js';
 import { createBundleCache } from './bundles/bundle-cache.js';
 import { packRepo } from './bundles/pack-as-caller.js';
+import { pruneRepoSnapshots } from './bundles/snapshot-retention.js';
 import { createApiHandler, type ApiContext } from './api/routes.js';
 import { MAX_CONNECTIONS_PER_CALLER, assertNoLiveDaemon, closeServer, listenOnSocket, type SocketListenOptions } from './api/socket-server.js';
 import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js';
@@ -419,7 +420,14 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
 
   // Cluster mode: PostgreSQL and Redis shared by every daemon; tasks go through the shared queue.
   let cluster: { queue: TaskQueue; signals: ClusterSignals; daemonId: string } | undefined;
-  let bundles: RepoBundles | undefined;
+  // Repository snapshots (docs/operations.md#repository-snapshots): every task runs over a
+  // root-owned tree packed as its caller; in cluster mode the tree comes from the store.
+  const clustered = pgStore !== undefined && config.redisUrl !== undefined;
+  const snapshotCache = await createBundleCache({ dir: paths.bundlesDir, ...(clustered ? { store } : {}), maxBytes: config.bundleMaxBytes, log: log.child({ component: 'bundles' }) });
+  const bundles: RepoBundles = {
+    pack: packRepo, checkout: (digest) => snapshotCache.checkout(digest), maxBytes: config.bundleMaxBytes, pin: (digest) => snapshotCache.pin(digest),
+    ...(clustered ? {} : { install: (b: { digest: string; data: Buffer }) => snapshotCache.install(b) }),
+  };
   if (pgStore !== undefined && config.redisUrl !== undefined) {
     const daemonId = config.daemonId ?? `${hostname()}-${process.pid}`;
     const queue = await createTaskQueue({
@@ -433,8 +441,6 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
       reconcileGraceMs: Math.min(config.queueReconcileMs, 10_000),
     });
     cluster = { queue, signals: await createPgSignals(pgStore.db, log), daemonId };
-    const cache = await createBundleCache({ dir: paths.bundlesDir, store, maxBytes: config.bundleMaxBytes, log: log.child({ component: 'bundles' }) });
-    bundles = { pack: packRepo, checkout: (digest) => cache.checkout(digest), maxBytes: config.bundleMaxBytes };
     log.info({ daemonId, concurrency: config.taskConcurrency }, 'cluster mode: tasks run through the shared queue');
   } else if (pgStore !== undefined) {
     log.warn({}, 'PostgreSQL store without REDIS_URL: this daemon runs its own tasks only (set REDIS_URL to share work between daemons)');
@@ -461,7 +467,7 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
     assertStorage: cachedFreeSpaceCheck(config.home, config.storageReserveBytes),
     checkRepo: checkRepoAsCaller,
     ...(cluster !== undefined ? { cluster } : {}),
-    ...(bundles !== undefined ? { bundles } : {}),
+    bundles,
   });
   // On a full disk the daemon starts read-only (issue 16): status and results are served;
   // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so
@@ -502,7 +508,13 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
     jobFile: join(CODE_DIR, 'jobs', 'maintenance-tick.js'),
     log,
     jobs: [
-      { name: 'retention', intervalMs: maint.retentionIntervalMs, run: () => runRetention({ store, tasksDir: paths.tasksDir, olderThanDays: maint.retentionDays, running, log }) },
+      {
+        name: 'retention', intervalMs: maint.retentionIntervalMs,
+        run: async () => ({
+          ...(await runRetention({ store, tasksDir: paths.tasksDir, olderThanDays: maint.retentionDays, running, log })),
+          snapshots: await pruneRepoSnapshots({ store, cache: snapshotCache, olderThanDays: maint.retentionDays, log }),
+        }),
+      },
       {
         name: 'reaper',
         intervalMs: maint.reaperIntervalMs,

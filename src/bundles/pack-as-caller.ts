@@ -15,14 +15,11 @@
  * pile archives into the daemon's memory.
  */
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { FusionError } from '../errors.js';
 import type { RunAs } from '../common/setpriv-args.js';
-import { readBundleTar } from './bundle-tar.js';
-import { bundleTooLarge, packTree, type PackedBundle } from './pack.js';
+import { bundleTooLarge, sanitiseSkipReport, type PackedBundle, type SkipReport } from './pack.js';
 import { createPackGate } from './pack-gate.js';
+import { compiledBundleModule, packOffThread, verifyOffThread } from './off-thread.js';
 
 export interface PackRequest {
   repo: string;
@@ -37,15 +34,8 @@ export interface PackRequest {
 /** Entries allowed in a bundle (the reader's bound; far above any source tree under the cap). */
 export const MAX_BUNDLE_ENTRIES = 1_000_000;
 
-/** The compiled child entry (under vitest this module is TypeScript: use the build in dist/). */
-function childScript(): string {
-  const here = fileURLToPath(import.meta.url);
-  if (here.endsWith('.ts')) {
-    const built = here.replace(/([\\/])src([\\/])bundles([\\/])[^\\/]+\.ts$/u, '$1dist$2src$2bundles$3pack-child.js');
-    if (existsSync(built)) return built;
-  }
-  return fileURLToPath(new URL('./pack-child.js', import.meta.url));
-}
+/** The compiled child entry. */
+const childScript = (): string => compiledBundleModule('pack-child.js');
 
 /** Packs running at once, daemon-wide (pack-gate.ts); one per caller. */
 export const MAX_CONCURRENT_PACKS = 2;
@@ -59,25 +49,22 @@ const gate = createPackGate(MAX_CONCURRENT_PACKS);
 export async function packRepo(req: PackRequest): Promise<PackedBundle> {
   const caller = req.caller;
   return gate.run(caller === undefined ? 'in-process' : `uid:${caller.uid}`, async () => {
-    if (caller === undefined) return packTree(req.repo, { exclude: req.exclude, maxBytes: req.maxBytes });
+    // Off the event loop either way (off-thread.ts): a large tree's archive and digest take seconds.
+    if (caller === undefined) return packOffThread(req.repo, { exclude: req.exclude, maxBytes: req.maxBytes });
     const { data, summary } = await runChild(req, caller, req.timeoutMs ?? PACK_TIMEOUT_MS);
-    // Untrusted bytes: bounded, strictly re-read, digested here.
+    // Untrusted bytes: bounded, strictly re-read (in a worker thread), digested here.
     if (data.length > req.maxBytes) throw bundleTooLarge(req.maxBytes, req.repo);
-    const entries = readBundleTar(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
-    // The summary is the caller's word too: only its three counts are kept (for the log).
-    const count = (n: unknown): number => (Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : 0);
-    const s = summary.skipped;
-    return {
-      digest: createHash('sha256').update(data).digest('hex'), data, entries: entries.length,
-      skipped: { escapingLinks: count(s?.escapingLinks), special: count(s?.special), unreadable: count(s?.unreadable) },
-    };
+    const verified = await verifyOffThread(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
+    // The summary is the caller's word too: counts and a bounded, flattened list of paths, used
+    // only to tell the caller what their own task left out.
+    return { digest: verified.digest, data: verified.data, entries: verified.entries, skipped: sanitiseSkipReport(summary.skipped) };
   });
 }
 
 interface ChildSummary {
   ok: boolean;
   entries?: number;
-  skipped?: PackedBundle['skipped'];
+  skipped?: SkipReport;
   error?: { code: string; message: string; details: Record<string, unknown> };
 }
 

@@ -13,9 +13,10 @@ export const TaskOptionsSchema = z
     /** Per-task model overrides: `PROVIDER:MODEL[@BASE_URL]` specs (one or three candidates, evaluator, merger). */
     models: ModelOverridesSchema.optional(),
     /**
-     * Cluster mode: `.gitignore`-style patterns of repository paths left out of the task's
-     * repository bundle (docs/behaviour.md#repository-bundles). Absent → `[".git/"]`; a list
-     * replaces that default (`[]` packs everything). Ignored outside cluster mode.
+     * `.gitignore`-style patterns of repository paths left out of the task's repository snapshot
+     * (docs/behaviour.md#repository-bundles). Absent → `.git/` and the secrets rule
+     * (DEFAULT_REPO_EXCLUDES); a list replaces that default (`[]` packs those too). The
+     * checkout's own `.gitignore` files apply either way; `!pattern` here re-includes.
      */
     repoExclude: z
       .array(z.string().min(1, 'repoExclude patterns must not be empty').max(4096, 'a repoExclude pattern is at most 4096 characters').refine((p) => !p.includes('\0'), 'repoExclude patterns must not contain NUL'))

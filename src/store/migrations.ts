@@ -378,6 +378,26 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE tasks ADD COLUMN bundle_digest TEXT CHECK (bundle_digest IS NULL OR length(bundle_digest) = 64);
     `,
   },
+  {
+    version: 8,
+    name: 'caller_groups',
+    // Single-host repository snapshots are packed as the caller when the run starts, which may
+    // be after a restart: the caller's gid and supplementary groups as the kernel reported them
+    // at submission (SO_PEERCRED, SO_PEERGROUPS; groups NULL when it could not say) are kept
+    // with the task, so the packer runs with exactly the caller's rights whenever it runs.
+    // bundle_digest is also set when a single-host run starts (its snapshot), and the retention
+    // prune of repo_bundles / cached trees looks up the digests live tasks name.
+    sqlite: `
+      ALTER TABLE tasks ADD COLUMN caller_gid INTEGER CHECK (caller_gid IS NULL OR caller_gid >= 0);
+      ALTER TABLE tasks ADD COLUMN caller_groups TEXT;
+      CREATE INDEX tasks_bundle_digest ON tasks(bundle_digest) WHERE bundle_digest IS NOT NULL;
+    `,
+    postgres: `
+      ALTER TABLE tasks ADD COLUMN caller_gid BIGINT CHECK (caller_gid IS NULL OR caller_gid >= 0);
+      ALTER TABLE tasks ADD COLUMN caller_groups TEXT;
+      CREATE INDEX tasks_bundle_digest ON tasks(bundle_digest) WHERE bundle_digest IS NOT NULL;
+    `,
+  },
 ];
 
 /**

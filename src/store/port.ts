@@ -36,8 +36,15 @@ export interface TaskRecord {
   resumeCount: number;
   /** The socket caller's uid (SO_PEERCRED) that submitted it; null when unknown (older tasks). */
   callerUid: number | null;
-  /** sha256 of the repository bundle packed at submission (cluster mode); null outside cluster mode. */
+  /**
+   * sha256 of the task's repository snapshot: packed at submission (cluster mode), or when its
+   * run started (single host; null until then).
+   */
   bundleDigest: string | null;
+  /** The socket caller's gid at submission; null/absent when unknown. */
+  callerGid?: number | null;
+  /** The socket caller's supplementary groups at submission (SO_PEERGROUPS); null/absent when unknown. */
+  callerGroups?: number[] | null;
 }
 
 export interface NewTask {
@@ -50,6 +57,9 @@ export interface NewTask {
   options: string;
   /** The submitting caller's uid (SO_PEERCRED); null when unknown. */
   callerUid: number | null;
+  /** The submitting caller's gid and supplementary groups (the single-host packer runs with them). */
+  callerGid?: number | null;
+  callerGroups?: number[] | null;
   /** Cluster mode: the packed repository, stored once by digest in the task's own transaction. */
   bundle?: { digest: string; data: Buffer };
 }
@@ -79,6 +89,8 @@ export interface TransitionPatch {
   usage?: string;
   /** Extra fields for the transition event. */
   eventData?: Record<string, unknown>;
+  /** Records the task's repository snapshot digest, unless one is recorded already (single host: the run's first transition). */
+  bundleDigest?: string;
 }
 
 export interface AttemptRecord {
@@ -166,6 +178,10 @@ export interface Store {
   /** The stored bundle of `digest` as stored (the caller verifies its bytes), or null. */
   getRepoBundle(digest: string): Promise<RepoBundleRecord | null>;
   listTasks(query?: ListTasksQuery): Promise<TaskRecord[]>;
+  /** The repository snapshot digests that non-terminal tasks name (never pruned). */
+  listLiveBundleDigests(): Promise<Set<string>>;
+  /** Deletes stored bundles created before `beforeIso` that no non-terminal task names; how many. */
+  pruneRepoBundles(beforeIso: string): Promise<number>;
   listNonTerminalTasks(): Promise<TaskRecord[]>;
 
   /**

@@ -27,6 +27,8 @@ export interface TaskRow {
   resume_count: number;
   caller_uid: number | null;
   bundle_digest: string | null;
+  caller_gid: number | string | null;
+  caller_groups: string | null;
 }
 
 export interface EventRow {
@@ -62,7 +64,7 @@ export interface ResultRow {
 
 export const TASK_COLUMNS =
   'id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options, created_at, ' +
-  'updated_at, error_code, error_message, error_state, usage, usage_delivered, resume_count, caller_uid, bundle_digest';
+  'updated_at, error_code, error_message, error_state, usage, usage_delivered, resume_count, caller_uid, bundle_digest, caller_gid, caller_groups';
 
 function corrupt(what: string, details: Record<string, unknown>): FusionError {
   return new FusionError('store_error', `store holds an invalid ${what}`, { retryable: false, details });
@@ -99,7 +101,20 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     resumeCount: row.resume_count,
     callerUid: row.caller_uid,
     bundleDigest: row.bundle_digest,
+    callerGid: row.caller_gid === null ? null : Number(row.caller_gid),
+    callerGroups: parseGroups(row.caller_groups),
   };
+}
+
+/** The recorded supplementary groups (JSON array of gids), or null when unknown or unreadable. */
+function parseGroups(text: string | null): number[] | null {
+  if (text === null) return null;
+  try {
+    const groups = JSON.parse(text) as unknown;
+    return Array.isArray(groups) && groups.every((g) => Number.isSafeInteger(g) && (g as number) >= 0) ? (groups as number[]) : null;
+  } catch {
+    return null;
+  }
 }
 
 const EVENT_KINDS: readonly TaskEventKind[] = ['transition', 'progress', 'terminal'];

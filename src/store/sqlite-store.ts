@@ -176,14 +176,14 @@ export class SqlStoreImpl implements SqliteStore {
         const bundleDigest = task.bundle?.digest ?? null;
         await tx.run(
           `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
-             created_at, updated_at, caller_uid, bundle_digest) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             created_at, updated_at, caller_uid, bundle_digest, caller_gid, caller_groups) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           [task.id, task.workflow, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
-            task.options, at, at, task.callerUid, bundleDigest],
+            task.options, at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
         // Built from what was just inserted: no read-back on the receipt's critical path.
         const { bundle: _bundle, ...fields } = task;
-        const created: TaskRecord = { ...fields, bundleDigest, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+        const created: TaskRecord = { ...fields, callerGid: task.callerGid ?? null, callerGroups: task.callerGroups ?? null, bundleDigest, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
         return created;
       });
       this.log.debug({ taskId: task.id, from: null, to: 'initializing' }, 'store transition committed');
@@ -204,6 +204,24 @@ export class SqlStoreImpl implements SqliteStore {
     const row = await this.db.get<{ digest: string; data: Buffer; bytes: number | string; created_at: string }>(
       'SELECT digest, data, bytes, created_at FROM repo_bundles WHERE digest = ?', [digest]);
     return row === undefined ? null : { digest: row.digest, data: row.data, bytes: Number(row.bytes), createdAt: row.created_at };
+  }
+
+  async listLiveBundleDigests(): Promise<Set<string>> {
+    const terminal = [...TERMINAL_STATES];
+    const rows = await this.db.all<{ bundle_digest: string }>(
+      `SELECT DISTINCT bundle_digest FROM tasks WHERE bundle_digest IS NOT NULL AND state NOT IN (${terminal.map(() => '?').join(', ')})`, terminal,
+    );
+    return new Set(rows.map((r) => r.bundle_digest));
+  }
+
+  async pruneRepoBundles(beforeIso: string): Promise<number> {
+    const terminal = [...TERMINAL_STATES];
+    const { changes } = await this.db.run(
+      `DELETE FROM repo_bundles WHERE created_at < ? AND NOT EXISTS (
+         SELECT 1 FROM tasks WHERE tasks.bundle_digest = repo_bundles.digest AND tasks.state NOT IN (${terminal.map(() => '?').join(', ')}))`,
+      [beforeIso, ...terminal],
+    );
+    return changes;
   }
 
   async listTasks(query: ListTasksQuery = {}): Promise<TaskRecord[]> {
@@ -535,6 +553,11 @@ async function applyTransition(
   if (patch.usage !== undefined) {
     sets.push('usage = ?');
     params.push(patch.usage);
+  }
+  if (patch.bundleDigest !== undefined) {
+    // The first snapshot a task ran over stays its snapshot: a resumed run never replaces it.
+    sets.push('bundle_digest = COALESCE(bundle_digest, ?)');
+    params.push(patch.bundleDigest);
   }
   const { changes } = await tx.run(`UPDATE tasks SET ${sets.join(', ')} WHERE id = ? AND state = ?`, [...params, id, from]);
   if (changes === 0) return null;

@@ -28,6 +28,8 @@ export interface BgResult {
   engine?: string;
   /** The supervisor's check of every citation in the delivered answer. */
   citations?: unknown;
+  /** The repository snapshot the task ran over: its digest, and what was left out and why (docs/behaviour.md#what-the-task-could-read). */
+  repository?: unknown;
   /** True when the answer was checked against the signed task tarball (a signing key is configured). */
   signed?: boolean;
   usage?: unknown;
@@ -135,6 +137,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
       : { present: true, bytes: answer.length, sha256: answerSha, verified: true, header, path: artifactPath(answerPath, task.id, answer, result.answerData !== undefined, materialise) },
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
     ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
+    ...(metadata.repository === undefined ? {} : { repository: metadata.repository }),
     ...(sealCheck === undefined ? {} : { signed: true }),
     ...(usage === undefined ? {} : { usage }),
   };
@@ -144,7 +147,7 @@ interface VerifiedAnswer {
   result: ResultRecord;
   answer: Buffer;
   answerSha: string;
-  metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown };
+  metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown; repository?: unknown };
   /** The answer file read: the committed path, or this daemon's copy after a restore elsewhere. */
   answerPath: string;
 }

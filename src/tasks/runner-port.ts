@@ -4,6 +4,18 @@
  */
 import type { Store, TaskRecord, TransitionPatch } from '../store/port.js';
 import type { TaskState } from '../contracts/task-state.js';
+import type { SkipReport } from '../bundles/pack.js';
+
+/**
+ * The repository snapshot a task runs over (docs/operations.md#repository-snapshots): its digest,
+ * how many entries it holds, and what the packer left out and why (the result and the answer say
+ * so when the caller could not read files or the secrets rule left some out).
+ */
+export interface RepoSnapshotReport {
+  digest: string;
+  entries: number;
+  skipped: SkipReport;
+}
 
 export interface TaskControl {
   readonly taskId: string;
@@ -23,6 +35,8 @@ export interface TaskRunContext {
   signal: AbortSignal;
   /** True when restart recovery resumes a task found non-terminal at start-up. */
   resume: boolean;
+  /** The snapshot `task.repoDir` names (absent: the task reads the path it was submitted with). */
+  repository?: RepoSnapshotReport;
 }
 
 export interface TaskRunner {

@@ -21,7 +21,7 @@ import { isTerminal, type TaskState } from '../contracts/task-state.js';
 import type { TaskEventBus } from './event-bus.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
-import type { TaskControl, TaskRunner } from './runner-port.js';
+import type { RepoSnapshotReport, TaskControl, TaskRunner } from './runner-port.js';
 import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
 import { asStorageFull, isStorageFull } from '../store/storage-full.js';
@@ -70,9 +70,11 @@ export interface TaskServiceDeps {
    */
   cluster?: { queue: TaskQueue; signals: ClusterSignals; daemonId: string };
   /**
-   * Repository bundles (docs/operations.md#cluster-mode): with `cluster`, the repository is packed
-   * at submission (as the caller) and stored with the task; any daemon running a task that names
-   * a bundle runs it over the verified, unpacked tree instead of the submitter's path.
+   * Repository snapshots (docs/operations.md#repository-snapshots): the repository is packed as
+   * the caller into a bundle and the task runs over its verified, unpacked, root-owned tree,
+   * never the submitter's path. With `cluster` it is packed at submission and stored with the
+   * task (any daemon may run it); on a single host it is packed when the run starts (`install`),
+   * and a resumed run reuses the tree it started over.
    */
   bundles?: RepoBundles;
 }
@@ -80,9 +82,16 @@ export interface TaskServiceDeps {
 export interface RepoBundles {
   pack(req: PackRequest): Promise<PackedBundle>;
   checkout(digest: string): Promise<string>;
+  /** Single host: verifies and unpacks a bundle just packed here; its tree. Absent: single-host tasks read their path. */
+  install?(bundle: { digest: string; data: Buffer }): Promise<string>;
+  /** Holds a tree against pruning while a run uses it. */
+  pin?(digest: string): () => void;
   /** The cap on a bundle's archive size, bytes. */
   maxBytes: number;
 }
+
+/** The checkpoint holding what the task's snapshot left out (RepoSnapshotReport). */
+export const SNAPSHOT_CHECKPOINT = 'repo-snapshot';
 
 export interface SubmitRequest {
   workflow: Workflow;
@@ -173,6 +182,8 @@ export class TaskService {
         budgetPlan: canonicalJson(plan),
         options: canonicalJson(req.options ?? {}),
         callerUid: req.identity?.uid ?? null,
+        callerGid: req.identity?.gid ?? null,
+        callerGroups: req.identity?.groups ?? null,
         ...(bundle !== undefined ? { bundle: { digest: bundle.digest, data: bundle.data } } : {}),
       });
     } catch (err) {
@@ -186,6 +197,7 @@ export class TaskService {
     // 4. Only now is anything started. Cluster mode: the job is in the shared queue before the
     //    receipt is returned (a task without its job would wait for nobody).
     if (this.deps.cluster !== undefined) {
+      if (bundle !== undefined) await this.deps.store.saveCheckpoint(taskId, SNAPSHOT_CHECKPOINT, snapshotJson(bundle));
       await this.enqueueOrFail(task);
       return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
     }
@@ -291,6 +303,57 @@ export class TaskService {
     const caller = req.identity;
     const asCaller = caller !== undefined && !isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0);
     return bundles.pack({ repo: repoDir, exclude: req.options?.repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(asCaller ? { caller } : {}) });
+  }
+
+  /**
+   * The repository a run reads (docs/operations.md#repository-snapshots). A task that names a
+   * snapshot runs over that one (cluster: fetched and verified; single host: the tree it
+   * started over, or repo_snapshot_missing when it is gone: never the repository as it is now).
+   * A single-host task starting its run is packed now, as its caller (the kernel decides what
+   * the caller can read), and `pending` is the digest its first transition records.
+   */
+  private async repositoryFor(task: TaskRecord): Promise<{ repoDir: string; report?: RepoSnapshotReport; pending?: string; release: () => void }> {
+    const bundles = this.deps.bundles;
+    const none = (): void => undefined;
+    if (bundles === undefined) return { repoDir: task.repoDir, release: none };
+    const readReport = async (): Promise<RepoSnapshotReport | undefined> => {
+      const text = await this.deps.store.getCheckpoint(task.id, SNAPSHOT_CHECKPOINT);
+      return text === null ? undefined : (JSON.parse(text) as RepoSnapshotReport);
+    };
+    if (task.bundleDigest !== null) {
+      const release = bundles.pin?.(task.bundleDigest) ?? none;
+      try {
+        const repoDir = await bundles.checkout(task.bundleDigest);
+        const report = await readReport();
+        return { repoDir, release, ...(report !== undefined ? { report } : {}) };
+      } catch (err) {
+        release();
+        throw err;
+      }
+    }
+    if (this.deps.cluster !== undefined || bundles.install === undefined) return { repoDir: task.repoDir, release: none };
+    const daemonUid = this.deps.daemonUid ?? process.getuid?.() ?? 0;
+    let caller: { uid: number; gid: number; groups: number[] | null } | undefined;
+    if (task.callerUid !== null && task.callerUid !== 0 && task.callerUid !== daemonUid) {
+      if (task.callerGid === null || task.callerGid === undefined) {
+        throw new FusionError('invalid_input', `the task records caller uid ${task.callerUid} without its groups, so its repository cannot be read as that caller; submit it again`, { details: { field: 'repo' } });
+      }
+      caller = { uid: task.callerUid, gid: task.callerGid, groups: task.callerGroups ?? null };
+    }
+    const started = Date.now();
+    const packed = await bundles.pack({ repo: task.repoDir, exclude: optionsOf(task).repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(caller !== undefined ? { caller } : {}) });
+    const release = bundles.pin?.(packed.digest) ?? none;
+    const bytes = packed.data.length;
+    try {
+      // The bytes move to the unpacking worker: not read after this.
+      const repoDir = await bundles.install({ digest: packed.digest, data: packed.data });
+      await this.deps.store.saveCheckpoint(task.id, SNAPSHOT_CHECKPOINT, snapshotJson(packed));
+      this.log.info({ taskId: task.id, bundleDigest: packed.digest, bundleBytes: bytes, entries: packed.entries, skipped: packed.skipped.counts, ms: Date.now() - started }, 'repository snapshot taken');
+      return { repoDir, report: snapshotReport(packed), pending: packed.digest, release };
+    } catch (err) {
+      release();
+      throw err;
+    }
   }
 
   async get(taskId: string): Promise<TaskRecord> {
@@ -482,16 +545,18 @@ export class TaskService {
 
   /** One run of the task; returns what stopped it, or undefined when it ended (or was stopped on purpose). */
   private async runOnce(task: TaskRecord, ac: AbortController, resume: boolean): Promise<unknown> {
-    const control = this.control(task);
+    let release = (): void => undefined;
     try {
       if (ac.signal.aborted) return undefined;
-      // A task with a bundle runs over its verified tree (bundle_changed fails it before anything runs).
-      const repoDir = task.bundleDigest !== null && this.deps.bundles !== undefined ? await this.deps.bundles.checkout(task.bundleDigest) : task.repoDir;
+      // The task runs over its snapshot (bundle_changed / repo_snapshot_missing fail it before anything runs).
+      const repo = await this.repositoryFor(task);
+      release = repo.release;
+      const control = this.control(task, repo.pending);
       await this.writeTaskFiles(task);
       // A cancel or a drain that came while the bundle was checked out (a fetch, an unpack, a
       // flush): the runner would only see an abort signal fire, and this one already has.
       if (ac.signal.aborted) return undefined;
-      await this.deps.runner.run({ task: { ...task, repoDir }, control, signal: ac.signal, resume });
+      await this.deps.runner.run({ task: { ...task, repoDir: repo.repoDir }, control, signal: ac.signal, resume, ...(repo.report !== undefined ? { repository: repo.report } : {}) });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
         throw new FusionError('internal_error', `the workflow returned without committing a result (state ${after.state})`);
@@ -499,6 +564,8 @@ export class TaskService {
       return undefined;
     } catch (err) {
       return err;
+    } finally {
+      release();
     }
   }
 
@@ -545,8 +612,10 @@ export class TaskService {
     }
   }
 
-  private control(task: TaskRecord): TaskControl {
+  /** `pendingDigest`: a snapshot taken for this run, recorded by its first transition (same transaction). */
+  private control(task: TaskRecord, pendingDigest?: string): TaskControl {
     let current: TaskState = task.state;
+    let pending = pendingDigest;
     const store = this.deps.store;
     const moved = async (next: TaskRecord | null, to: TaskState): Promise<TaskRecord> => {
       if (next) {
@@ -562,7 +631,12 @@ export class TaskService {
     return {
       taskId: task.id,
       store,
-      transition: async (to, patch) => moved(await store.transitionTask(task.id, current, to, patch), to),
+      transition: async (to, patch) => {
+        const withDigest = pending !== undefined ? { ...patch, bundleDigest: pending } : patch;
+        const next = await moved(await store.transitionTask(task.id, current, to, withDigest), to);
+        pending = undefined;
+        return next;
+      },
       commit: async (result, patch) => {
         const next = await store.commitResult(result, patch);
         // Sealed before anyone is told the task completed, so bg_result can check the seal.
@@ -689,6 +763,23 @@ function prepareSubmit(req: SubmitRequest, repo: string, deps: Pick<TaskServiceD
   const plan = planBudget(Buffer.byteLength(canonicalText), budget);
   assertForecastWithinBudget(plan);
   return { repoDir, canonicalInput, canonicalText, canonicalSha, plan };
+}
+
+/** A task's stored options (validated at submission). */
+function optionsOf(task: TaskRecord): TaskOptions {
+  try {
+    return JSON.parse(task.options) as TaskOptions;
+  } catch {
+    return {};
+  }
+}
+
+function snapshotReport(packed: PackedBundle): RepoSnapshotReport {
+  return { digest: packed.digest, entries: packed.entries, skipped: packed.skipped };
+}
+
+function snapshotJson(packed: PackedBundle): string {
+  return canonicalJson(snapshotReport(packed));
 }
 
 /** The one answer for a task that does not exist or that the caller may not see (no existence leak). */

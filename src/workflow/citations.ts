@@ -2,6 +2,11 @@
  * The supervisor's citation checks that read the repository on the host: `path:line` citations
  * against the files (never outside the repository), and the report on the delivered answer.
  * Parsing and the statuses are in src/contracts/citations.ts, shared with the builtin engine.
+ *
+ * The repository given here is the task's snapshot (the daemon's own root-owned tree, packed as
+ * the caller: docs/operations.md#repository-snapshots), never the caller's path: a caller who
+ * swaps that path for a link after the task started cannot make these root reads quote another
+ * user's files. The "world-readable only" rule stays as a second guard for a tree read in place.
  */
 import { constants as fsConstants } from 'node:fs';
 import { open, realpath, stat } from 'node:fs/promises';

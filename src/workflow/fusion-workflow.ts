@@ -43,6 +43,7 @@ import { INTERRUPTED_ATTEMPT_DETAIL } from '../store/port.js';
 import { rosterEngines } from '../models/roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
 import type { TaskOptions } from '../contracts/task-options.js';
+import { skippedNotice, snapshotMetadata } from './snapshot-notice.js';
 
 type Letter = 'A' | 'B' | 'C';
 const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
@@ -166,7 +167,7 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
   // Commit: answer file + metadata, digests recorded in the same transaction as `completed`.
   const paths = taskPaths(deps.tasksDir, task.id);
   mkdirDurable(paths.resultDir, 0o700);
-  const answerText = `${answer}${unconfirmedNotice(citations)}\n`;
+  const answerText = `${answer}${unconfirmedNotice(citations)}${skippedNotice(ctx.repository)}\n`;
   writeFileDurable(paths.answerFile, answerText);
   const answerSha = sha256Hex(answerText);
   const metadata = canonicalJson({
@@ -182,6 +183,7 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     answer_bytes: Buffer.byteLength(answerText),
     evaluation_sha256: sha256Hex(canonicalJson(evaluation)),
     citations,
+    ...(ctx.repository !== undefined ? { repository: snapshotMetadata(ctx.repository) } : {}),
     anonymization: slots,
     attempts: run.attempts,
   });

@@ -32,7 +32,7 @@ const TABLES = [
   'api_keys', 'attempts', 'checkpoints', 'cluster_settings', 'repo_bundles', 'research_documents', 'research_runs', 'research_snapshots', 'results',
   'schema_migrations', 'task_events', 'task_tarballs', 'tasks',
 ];
-const INDEXES = ['research_documents_run', 'research_runs_status', 'task_events_task_seq', 'tasks_caller_created', 'tasks_state'];
+const INDEXES = ['research_documents_run', 'research_runs_status', 'task_events_task_seq', 'tasks_bundle_digest', 'tasks_caller_created', 'tasks_state'];
 
 /** Tables and named (non-key) indexes as the engine's catalogue lists them. */
 async function catalogue(db: SqlDb): Promise<{ tables: string[]; indexes: string[] }> {

@@ -111,7 +111,9 @@ describe('a hostile caller controls its pack child', () => {
 
   it('packs one repository per caller at a time: a second submit waits, it does not start a second child', async () => {
     const repo = repoOf(3000);
-    const first = packRepo({ repo, exclude: [], maxBytes: 64 * 1024 * 1024, caller: CALLER, timeoutMs: 2000 });
+    // The deadline counts from the call, child start-up included: long enough that a loaded
+    // host still finds the first child stopped, not already killed, when it looks.
+    const first = packRepo({ repo, exclude: [], maxBytes: 64 * 1024 * 1024, caller: CALLER, timeoutMs: 6000 });
     first.catch(() => undefined);
     const pid = await waitForChild(repo);
     process.kill(pid, 'SIGSTOP');

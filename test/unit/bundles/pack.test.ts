@@ -60,7 +60,7 @@ describe('packTree', () => {
     expect(paths((await packTree(root, opts)).data)).not.toContain('dir:.git');
     const packed = await packTree(root, { ...opts, exclude: ['node_modules/', '*.log', '!keep.log', '/build/', '**/*.tmp', '.git'] });
     expect(paths(packed.data)).toEqual(['dir:deep', 'dir:deep/a', 'dir:deep/a/b', 'dir:docs', 'file:docs/build', 'file:keep.log', 'dir:src', 'file:src/app.ts']);
-    // An empty list replaces the default: everything is packed.
+    // An empty list replaces the default: .git/ and the secrets rule's files are packed.
     expect(paths((await packTree(root, { ...opts, exclude: [] })).data)).toContain('file:.git/HEAD');
   });
 
@@ -84,16 +84,46 @@ describe('packTree', () => {
     symlinkSync('dot/../outside', join(root, 'sneaky'));
     const packed = await packTree(root, opts);
     expect(paths(packed.data)).toEqual(['symlink:dot', 'symlink:inside', 'dir:src', 'file:src/a.ts', 'symlink:src/loop']);
-    expect(packed.skipped.escapingLinks).toBe(3);
+    expect(packed.skipped.counts.escapingLinks).toBe(3);
+    expect(packed.skipped.paths.escapingLinks).toEqual(['absolute', 'sneaky', 'src/climb']);
   });
 
-  it('leaves out what a sandbox uid could not read at the path: files without o+r, directories without o+rx', async () => {
-    const root = tree({ 'open.txt': 'o', '.env': 'secret', 'private/key': 'k' });
-    chmodSync(join(root, '.env'), 0o640);
-    chmodSync(join(root, 'private'), 0o750);
+  it('packs what the caller can open, whatever "others" may do (a root caller reads all): a 0600 file and a 0700 directory are packed', async () => {
+    const root = tree({ 'open.txt': 'o', 'mine.txt': 'm', 'private/key.txt': 'k' });
+    chmodSync(join(root, 'mine.txt'), 0o600);
+    chmodSync(join(root, 'private'), 0o700);
     const packed = await packTree(root, opts);
-    expect(paths(packed.data)).toEqual(['file:open.txt']);
-    expect(packed.skipped.unreadable).toBe(2);
+    expect(paths(packed.data)).toEqual(['file:mine.txt', 'file:open.txt', 'dir:private', 'file:private/key.txt']);
+    expect(packed.skipped.counts.unreadable).toBe(0);
+  });
+
+  it('leaves out the secrets rule\'s files by default, counted and named as secret (.git/ as ignored); a repoExclude list replaces the rule', async () => {
+    const root = tree({
+      'src/a.ts': 'a', '.env': 'TOKEN=1', '.env.local': 'x', 'certs/server.pem': 'p', 'deploy/id_ed25519': 'k', '.ssh/config': 'c', '.npmrc': 'n', '.git/HEAD': 'ref', 'env.ts': 'not a secret',
+    });
+    const packed = await packTree(root, opts);
+    expect(paths(packed.data)).toEqual(['dir:certs', 'dir:deploy', 'file:env.ts', 'dir:src', 'file:src/a.ts']);
+    expect(packed.skipped.counts).toMatchObject({ secret: 6, ignored: 1, unreadable: 0 });
+    expect(packed.skipped.paths.secret).toEqual(['.env', '.env.local', '.npmrc', '.ssh/', 'certs/server.pem', 'deploy/id_ed25519']);
+    const replaced = await packTree(root, { ...opts, exclude: ['.git/', '*.pem'] });
+    expect(paths(replaced.data)).toContain('file:.env');
+    expect(replaced.skipped.counts).toMatchObject({ secret: 1, excluded: 0 });
+  });
+
+  it('honours the checkout\'s own .gitignore files, root and nested (relative to their directory, deeper wins), and repoExclude "!x" re-includes', async () => {
+    const root = tree({
+      '.gitignore': 'node_modules/\ndist/\n*.log\n/build\n',
+      'node_modules/x/index.js': 'x', 'dist/app.js': 'd', 'src/a.ts': 'a', 'src/debug.log': 'l', 'build/o': 'o', 'src/build/keep.txt': 'k',
+      'pkg/.gitignore': 'generated/\n!important.log\n', 'pkg/generated/g.ts': 'g', 'pkg/important.log': 'i', 'pkg/other.log': 'o',
+    });
+    const packed = await packTree(root, opts);
+    expect(paths(packed.data)).toEqual([
+      'file:.gitignore', 'dir:pkg', 'file:pkg/.gitignore', 'file:pkg/important.log', 'dir:src', 'file:src/a.ts', 'dir:src/build', 'file:src/build/keep.txt',
+    ]);
+    expect(packed.skipped.counts.ignored).toBe(6);
+    expect(packed.skipped.paths.ignored).toEqual(['build/', 'dist/', 'node_modules/', 'pkg/generated/', 'pkg/other.log', 'src/debug.log']);
+    const back = await packTree(root, { ...opts, exclude: ['.git/', '!dist/'] });
+    expect(paths(back.data)).toContain('file:dist/app.js');
   });
 
   it('skips FIFOs and sockets (never opened)', async () => {
@@ -101,6 +131,6 @@ describe('packTree', () => {
     execFileSync('mkfifo', [join(root, 'pipe')]);
     const packed = await packTree(root, opts);
     expect(paths(packed.data)).toEqual(['file:a.txt']);
-    expect(packed.skipped.special).toBe(1);
+    expect(packed.skipped.counts.special).toBe(1);
   });
 });

@@ -169,7 +169,7 @@ describe('bundle cache', () => {
     const dir = join(tmp('fusion-cache-'), 'bundles');
     const cache = await createBundleCache({ dir, store: sourceOf(new Map([[digest, changed], [sha(hostile), hostile]])), maxBytes: 1024 * 1024, log });
     const code = (p: Promise<unknown>): Promise<string> => p.then(() => 'ok', (e: unknown) => (e as FusionError).code);
-    await expect(cache.checkout(digest).catch((e: unknown) => (e as Error).message)).resolves.toMatch(/bytes changed since submission/u);
+    await expect(cache.checkout(digest).catch((e: unknown) => (e as Error).message)).resolves.toMatch(/bytes changed since it was packed/u);
     expect(await code(cache.checkout('0'.repeat(64)))).toBe('bundle_changed');
     expect(await code(cache.checkout(sha(hostile)))).toBe('bundle_changed');
     expect(await code(cache.checkout('../etc'))).toBe('bundle_changed');
@@ -186,13 +186,14 @@ describe('bundle cache', () => {
     const { execFileSync } = await import('node:child_process');
     execFileSync('chown', ['-R', '65534:65534', home]);
     execFileSync('chmod', ['0700', home]);
-    // The repository is reachable only as the caller (0700 home); its 0600 files are not packed
-    // (a sandbox uid reads as "others"), whoever owns them.
+    // The repository is reachable only as the caller (0700 home); the kernel decides what the
+    // caller reads: its own 0600 file is packed, root's 0600 file is not (counted and named).
     writeFileSync(join(repo, 'secret.root'), 'r', { mode: 0o600 });
     const caller = { uid: 65534, gid: 65534, pid: 1, groups: [] };
     const packed = await packRepo({ repo, exclude: [], maxBytes: 1024 * 1024, caller });
-    expect(readBundleTar(packed.data, LIMITS).map((e) => e.path)).toEqual(['shared', 'src', 'src/a.ts']);
-    expect(packed.skipped.unreadable).toBe(2);
+    expect(readBundleTar(packed.data, LIMITS).map((e) => e.path)).toEqual(['secret', 'shared', 'src', 'src/a.ts']);
+    expect(packed.skipped.counts.unreadable).toBe(1);
+    expect(packed.skipped.paths.unreadable).toEqual(['secret.root']);
     expect(packed.digest).toBe(sha(packed.data));
     const other = { uid: 65533, gid: 65533, pid: 1, groups: [] };
     const err = await packRepo({ repo, exclude: [], maxBytes: 1024 * 1024, caller: other }).catch((e: unknown) => e as FusionError);

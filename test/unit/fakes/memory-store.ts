@@ -31,7 +31,7 @@ export function memoryStore(): MemoryStore {
     assertTransition(from, to);
     const task = tasks.get(id);
     if (!task || task.state !== from) return null;
-    const next: TaskRecord = { ...task, state: to, updatedAt: now(), ...(patch.error ? { error: patch.error } : {}), ...(patch.usage ? { usage: patch.usage } : {}) };
+    const next: TaskRecord = { ...task, state: to, updatedAt: now(), ...(patch.error ? { error: patch.error } : {}), ...(patch.usage ? { usage: patch.usage } : {}), ...(patch.bundleDigest !== undefined && task.bundleDigest === null ? { bundleDigest: patch.bundleDigest } : {}) };
     tasks.set(id, next);
     append(id, 'transition', { from, to, ...patch.eventData });
     if (isTerminal(to)) append(id, 'terminal', { state: to });
@@ -41,6 +41,7 @@ export function memoryStore(): MemoryStore {
     throw new Error(`memoryStore: ${name} is not faked`);
   };
   const bundles = new Map<string, RepoBundleRecord>();
+  const checkpoints = new Map<string, string>();
   const store: MemoryStore = {
     tasks,
     results,
@@ -64,6 +65,18 @@ export function memoryStore(): MemoryStore {
     },
     getTask: async (id) => tasks.get(id) ?? null,
     getRepoBundle: async (digest) => bundles.get(digest) ?? null,
+    listLiveBundleDigests: async () => new Set([...tasks.values()].filter((t) => !isTerminal(t.state) && t.bundleDigest !== null).map((t) => t.bundleDigest!)),
+    async pruneRepoBundles(beforeIso) {
+      const live = new Set([...tasks.values()].filter((t) => !isTerminal(t.state)).map((t) => t.bundleDigest));
+      let n = 0;
+      for (const [digest, b] of bundles) {
+        if (b.createdAt < beforeIso && !live.has(digest)) {
+          bundles.delete(digest);
+          n++;
+        }
+      }
+      return n;
+    },
     listTasks: async () => [...tasks.values()],
     listNonTerminalTasks: async () => [...tasks.values()].filter((t) => !isTerminal(t.state)),
     transitionTask: async (id, from, to, patch) => move(id, from, to, patch),
@@ -95,9 +108,11 @@ export function memoryStore(): MemoryStore {
       for (const t of tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;
       return counts;
     },
-    saveCheckpoint: missing('saveCheckpoint'),
+    async saveCheckpoint(taskId, key, value) {
+      checkpoints.set(`${taskId}\0${key}`, value);
+    },
     dropSealedCheckpoints: missing('dropSealedCheckpoints'),
-    getCheckpoint: missing('getCheckpoint'),
+    getCheckpoint: async (taskId, key) => checkpoints.get(`${taskId}\0${key}`) ?? null,
     startAttempt: missing('startAttempt'),
     finishAttempt: missing('finishAttempt'),
     async closeRunningAttempts(taskId) {

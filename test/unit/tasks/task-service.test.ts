@@ -10,6 +10,8 @@ import type { TaskRunner } from '../../../src/tasks/runner-port.js';
 import { createDirectDispatcher, type Dispatcher } from '../../../src/tasks/dispatcher.js';
 import type { ClusterSignals, TaskQueue } from '../../../src/tasks/cluster-port.js';
 import type { PackRequest } from '../../../src/bundles/pack-as-caller.js';
+import { emptySkipReport } from '../../../src/bundles/pack.js';
+import { DEFAULT_REPO_EXCLUDES } from '../../../src/bundles/excludes.js';
 import { blockingRunner, completingRunner, INVESTIGATE_ARGS, makeDirs, makeService, until, type Dirs } from '../fakes/task-fixtures.js';
 
 let dirs: Dirs;
@@ -222,7 +224,7 @@ describe('TaskService on a full disk (docs/behaviour.md#b13)', () => {
 });
 
 describe('TaskService repository bundles (docs/operations.md#repository-bundles)', () => {
-  const packed = { digest: 'b'.repeat(64), data: Buffer.from('tar'), entries: 1, skipped: { escapingLinks: 0, special: 0, unreadable: 0 } };
+  const packed = { digest: 'b'.repeat(64), data: Buffer.from('tar'), entries: 1, skipped: emptySkipReport() };
   function bundles(checkout: (digest: string) => Promise<string>) {
     const packs: PackRequest[] = [];
     return { packs, deps: { pack: async (req: PackRequest) => (packs.push(req), packed), checkout, maxBytes: 1024 } };
@@ -241,13 +243,66 @@ describe('TaskService repository bundles (docs/operations.md#repository-bundles)
     expect(runner.runs[0]?.task.repoDir).toBe(dirs.repo);
   });
 
+  it('on a single host the repository is packed when the run starts (not at the receipt), as the recorded caller; the first transition records the digest and the run reads the tree', async () => {
+    const runner = completingRunner(dirs);
+    const installs: string[] = [];
+    const pins: string[] = [];
+    const deps = { ...bundles(async () => '/never').deps, install: async (b: { digest: string }) => (installs.push(b.digest), `/snap/${b.digest}`), pin: (d: string) => (pins.push(d), () => pins.splice(pins.indexOf(d), 1)) };
+    const packs: PackRequest[] = [];
+    deps.pack = async (req: PackRequest) => (packs.push(req), { ...packed, skipped: { ...emptySkipReport(), counts: { ...emptySkipReport().counts, secret: 1 }, paths: { ...emptySkipReport().paths, secret: ['.env'] } } });
+    const { service, store } = makeService(dirs, runner, { bundles: deps, daemonUid: 0, checkRepo: async (repo) => repo });
+    const identity = { uid: 4242, gid: 4243, pid: 1, groups: [4243, 77] };
+    const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo, identity, caller: 'uid:4242' });
+    await until(async () => (await service.get(taskId)).state === 'completed');
+    expect(packs).toHaveLength(1);
+    expect(packs[0]).toMatchObject({ repo: dirs.repo, exclude: DEFAULT_REPO_EXCLUDES, caller: { uid: 4242, gid: 4243, groups: [4243, 77] } });
+    expect(installs).toEqual([packed.digest]);
+    expect(store.tasks.get(taskId)?.bundleDigest).toBe(packed.digest);
+    expect(runner.runs[0]?.task.repoDir).toBe(`/snap/${packed.digest}`);
+    expect(runner.runs[0]?.repository?.skipped.paths.secret).toEqual(['.env']);
+    expect(pins).toEqual([]);
+    expect(store.tasks.get(taskId)?.repoDir).toBe(dirs.repo);
+  });
+
+  it('a resumed single-host task runs over the snapshot it started with, and fails repo_snapshot_missing when that tree is gone (never re-reading the repository)', async () => {
+    const runner = completingRunner(dirs);
+    const packs: PackRequest[] = [];
+    let present = true;
+    const deps = {
+      pack: async (req: PackRequest) => (packs.push(req), packed), maxBytes: 1024, install: async (b: { digest: string }) => `/snap/${b.digest}`,
+      checkout: async (digest: string) => {
+        if (!present) throw new FusionError('repo_snapshot_missing', 'gone');
+        return `/snap/${digest}`;
+      },
+    };
+    const { service, store } = makeService(dirs, runner, { bundles: deps });
+    const make = async (): Promise<string> => {
+      const t = await store.createTask({ id: `investigate-${Math.random().toString(16).slice(2)}`, workflow: 'investigate', repoDir: dirs.repo, canonicalInput: '{}', canonicalInputSha256: 'c'.repeat(64), budgetPlan: '{}', options: '{}', callerUid: null });
+      // (Queued, so the fake runner's transitions apply; a real run records the digest on its first transition.)
+      await store.transitionTask(t.id, 'initializing', 'queued', { bundleDigest: packed.digest });
+      await store.saveCheckpoint(t.id, 'repo-snapshot', JSON.stringify({ digest: packed.digest, entries: 1, skipped: emptySkipReport() }));
+      return t.id;
+    };
+    const resumed = await make();
+    await service.recover();
+    await until(async () => (await service.get(resumed)).state === 'completed');
+    expect(packs).toHaveLength(0);
+    expect(runner.runs.at(-1)?.task.repoDir).toBe(`/snap/${packed.digest}`);
+    present = false;
+    const lost = await make();
+    await service.recover();
+    await until(async () => (await service.get(lost)).state === 'failed');
+    expect((await service.get(lost)).error?.code).toBe('repo_snapshot_missing');
+    expect(packs).toHaveLength(0);
+  });
+
   it('in cluster mode the repository is packed with the caller\'s excludes (default .git/), stored with the task, and the run uses the checked-out tree', async () => {
     const runner = completingRunner(dirs);
     const b = bundles(async (digest) => `/cache/${digest}`);
     const { service, store } = makeService(dirs, runner, { bundles: b.deps, cluster: { queue: queue(), signals, daemonId: 'd' } });
     const { taskId } = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
     await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo, options: { repoExclude: ['*.log'] } });
-    expect(b.packs.map((p) => p.exclude)).toEqual([['.git/'], ['*.log']]);
+    expect(b.packs.map((p) => p.exclude)).toEqual([DEFAULT_REPO_EXCLUDES, ['*.log']]);
     expect(b.packs[0]).toMatchObject({ repo: dirs.repo, maxBytes: 1024 });
     expect(b.packs[0]?.caller).toBeUndefined();
     expect(store.tasks.get(taskId)?.bundleDigest).toBe(packed.digest);
