@@ -32,6 +32,7 @@ import { prepareGroupSocketDir, resolveSocketGroup } from './api/socket-group.js
 import { loadPeerCredReader } from './api/peer-cred.js';
 import { checkRepoAsCaller } from './tasks/repo-access.js';
 import { isPrivileged } from './tasks/caller.js';
+import { assertDataDirOwned } from './store/data-dir-owner.js';
 import { createDockerLauncher } from './launcher/docker.js';
 import { childImage } from './launcher/docker-config.js';
 import { createDaemonUidPool } from './launcher/daemon-uid-pool.js';
@@ -174,6 +175,8 @@ function prepareHome(home: string, log: Logger): void {
     const problem = code === 'EEXIST' || code === 'ENOTDIR' ? 'exists and is not a directory (or a parent is a file)' : code === 'EACCES' || code === 'EPERM' ? 'cannot be created or opened: permission denied' : code === 'EROFS' ? 'is on a read-only filesystem' : `cannot be created (${code ?? (err as Error).message})`;
     throw new FusionError('invalid_config', `data directory ${home} ${problem}; choose another with --data or FUSION_HOME`, { details: { field: 'data', path: home } });
   }
+  // Before it is tightened (chmod follows links) or anything in it is opened.
+  assertDataDirOwned(home, process.getuid?.() ?? 0);
   const mode = statSync(home).mode & 0o777;
   if (mode !== 0o700) {
     log.warn({ home, mode: mode.toString(8) }, 'data directory was not 0700; tightening it');
