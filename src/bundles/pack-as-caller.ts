@@ -29,6 +29,11 @@ export interface PackRequest {
   caller?: RunAs;
   /** How long the packing child may take (default PACK_TIMEOUT_MS). */
   timeoutMs?: number;
+  /**
+   * The run's: a cancel or a daemon stop ends the pack at once (its child SIGKILLed). The caller
+   * can stop its own child, which would otherwise hold the cancel or the stop until the deadline.
+   */
+  signal?: AbortSignal;
 }
 
 /** Entries allowed in a bundle (the reader's bound; far above any source tree under the cap). */
@@ -49,6 +54,7 @@ const gate = createPackGate(MAX_CONCURRENT_PACKS);
 export async function packRepo(req: PackRequest): Promise<PackedBundle> {
   const caller = req.caller;
   return gate.run(caller === undefined ? 'in-process' : `uid:${caller.uid}`, async () => {
+    if (req.signal?.aborted === true) throw packStopped(req.repo);
     // Off the event loop either way (off-thread.ts): a large tree's archive and digest take seconds.
     if (caller === undefined) return packOffThread(req.repo, { exclude: req.exclude, maxBytes: req.maxBytes });
     const { data, summary } = await runChild(req, caller, req.timeoutMs ?? PACK_TIMEOUT_MS);
@@ -59,6 +65,10 @@ export async function packRepo(req: PackRequest): Promise<PackedBundle> {
     // only to tell the caller what their own task left out.
     return { digest: verified.digest, data: verified.data, entries: verified.entries, skipped: sanitiseSkipReport(summary.skipped) };
   });
+}
+
+function packStopped(repo: string): FusionError {
+  return new FusionError('cancelled', `packing repo ${repo} was stopped: the run was cancelled or the daemon is stopping`, { details: { field: 'repo', reason: 'pack_stopped' } });
 }
 
 interface ChildSummary {
@@ -89,6 +99,7 @@ function runChild(req: PackRequest, caller: RunAs, timeoutMs: number): Promise<{
       if (done) return;
       done = true;
       clearTimeout(timer);
+      req.signal?.removeEventListener('abort', onAbort);
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       child.stdout.destroy();
       child.stderr.destroy();
@@ -100,6 +111,8 @@ function runChild(req: PackRequest, caller: RunAs, timeoutMs: number): Promise<{
         details: { field: 'repo', reason: 'pack_timeout', timeoutMs },
       }),
     }), timeoutMs);
+    const onAbort = (): void => finish({ error: packStopped(req.repo) });
+    req.signal?.addEventListener('abort', onAbort, { once: true });
     child.stdout.on('data', (chunk: Buffer) => {
       outBytes += chunk.length;
       if (outBytes > req.maxBytes) finish({ error: bundleTooLarge(req.maxBytes, req.repo) });

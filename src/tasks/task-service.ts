@@ -312,7 +312,7 @@ export class TaskService {
    * A single-host task starting its run is packed now, as its caller (the kernel decides what
    * the caller can read), and `pending` is the digest its first transition records.
    */
-  private async repositoryFor(task: TaskRecord): Promise<{ repoDir: string; report?: RepoSnapshotReport; pending?: string; release: () => void }> {
+  private async repositoryFor(task: TaskRecord, signal: AbortSignal): Promise<{ repoDir: string; report?: RepoSnapshotReport; pending?: string; release: () => void }> {
     const bundles = this.deps.bundles;
     const none = (): void => undefined;
     if (bundles === undefined) return { repoDir: task.repoDir, release: none };
@@ -341,7 +341,7 @@ export class TaskService {
       caller = { uid: task.callerUid, gid: task.callerGid, groups: task.callerGroups ?? null };
     }
     const started = Date.now();
-    const packed = await bundles.pack({ repo: task.repoDir, exclude: optionsOf(task).repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(caller !== undefined ? { caller } : {}) });
+    const packed = await bundles.pack({ repo: task.repoDir, exclude: optionsOf(task).repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(caller !== undefined ? { caller } : {}), signal });
     const release = bundles.pin?.(packed.digest) ?? none;
     const bytes = packed.data.length;
     try {
@@ -549,7 +549,7 @@ export class TaskService {
     try {
       if (ac.signal.aborted) return undefined;
       // The task runs over its snapshot (bundle_changed / repo_snapshot_missing fail it before anything runs).
-      const repo = await this.repositoryFor(task);
+      const repo = await this.repositoryFor(task, ac.signal);
       release = repo.release;
       const control = this.control(task, repo.pending);
       await this.writeTaskFiles(task);

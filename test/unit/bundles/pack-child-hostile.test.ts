@@ -109,6 +109,23 @@ describe('a hostile caller controls its pack child', () => {
     expect(packChildren(repo)).toEqual([]);
   }, 20_000);
 
+  it('a stopped child is killed when the run is aborted: a cancel or a daemon stop does not wait for the deadline', async () => {
+    const repo = repoOf(3000);
+    const ac = new AbortController();
+    const packing = packRepo({ repo, exclude: [], maxBytes: 64 * 1024 * 1024, caller: CALLER, timeoutMs: 120_000, signal: ac.signal });
+    packing.catch(() => undefined);
+    const pid = await waitForChild(repo);
+    process.kill(pid, 'SIGSTOP');
+    ac.abort('shutdown');
+    expect(await settledWithin(packing, 5_000)).toBe('settled');
+    const err = await packing.catch((e: unknown) => e as FusionError);
+    expect(err).toBeInstanceOf(FusionError);
+    expect((err as FusionError).code).toBe('cancelled');
+    expect((err as FusionError).details).toMatchObject({ field: 'repo', reason: 'pack_stopped' });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(packChildren(repo)).toEqual([]);
+  }, 20_000);
+
   it('packs one repository per caller at a time: a second submit waits, it does not start a second child', async () => {
     const repo = repoOf(3000);
     // The deadline counts from the call, child start-up included: long enough that a loaded
