@@ -645,16 +645,17 @@ function validateRepoDir(repo: string, dataDir: string): string {
   if (!isAbsolute(trimmed)) {
     throw new FusionError('invalid_input', `repo must be an absolute directory path, got ${JSON.stringify(repo)}`, { details: { field: 'repo' } });
   }
-  let isDir: boolean;
-  try {
-    isDir = statSync(trimmed).isDirectory();
-  } catch {
-    isDir = false;
-  }
-  if (!isDir) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
   // The physical path (no symlinks): the sandbox binds exactly this directory and refuses to
-  // start when the path names another one by then (docs/security.md#private-repos).
-  const repoDir = realpathSync(trimmed);
+  // start when the path names another one by then (docs/security.md#private-repos). The libc
+  // realpath is one call where the JavaScript one lstats every component, on the receipt path.
+  let repoDir: string | undefined;
+  try {
+    const real = realpathSync.native(trimmed);
+    if (statSync(real).isDirectory()) repoDir = real;
+  } catch {
+    repoDir = undefined;
+  }
+  if (repoDir === undefined) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
   // The daemon's own data (other tasks' results, the database) is never a repository to read.
   const data = resolve(dataDir);
   const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : `${b}${sep}`);
