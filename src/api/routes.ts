@@ -185,8 +185,10 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   const id = parts[2]!;
   if (parts.length === 3 && (id === 'investigate' || id === 'research')) {
     allow('POST');
-    const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
     const label = admissionLabel(req, caller, privileged);
+    // A submit the daemon would refuse whatever its body says is refused before the body is read.
+    ctx.tasks.refuseEarly(label);
+    const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
     const receipt = await ctx.tasks.submit({
       workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}), ...(label ? { caller: label } : {}), ...(caller ? { identity: caller } : {}),
     });

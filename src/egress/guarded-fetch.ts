@@ -41,7 +41,7 @@ import {
 import { ExtractPool } from './extract-pool.js';
 import { checkUserAgent, type FetchProfile } from './fetch-profile.js';
 import { parseFetchUrl, type FetchTarget } from './fetch-url.js';
-import { defaultResolver, vetHost, type Resolver } from './host-vetting.js';
+import { defaultResolver, vetHost, vetHostStatically, type Resolver } from './host-vetting.js';
 import { createPinnedConnector } from './pinned-connector.js';
 import { normalizeOverrides } from './resolve-list.js';
 import { checkContentEncoding, checkContentLength, checkMediaType, parseContentType, readCappedBody, type CappedBody, type ContentType } from './response-checks.js';
@@ -89,6 +89,12 @@ export interface GuardedFetch {
   (request: GuardedFetchRequest, signal?: AbortSignal): Promise<GuardedFetchResult>;
   /** Terminates the extraction workers; later calls fail. */
   close(): Promise<void>;
+  /**
+   * The refusal a first hop to `url` would meet without any DNS lookup or connection (its shape,
+   * a blocked name, a non-public IP literal or override; the admin seams apply), or undefined
+   * when nothing static refuses it. Lets a caller refuse before it records or starts anything.
+   */
+  staticRefusal?(url: string): FusionError | undefined;
 }
 
 /** Error codes that mean "refused by policy" (a deny decision rather than a failed fetch). */
@@ -395,7 +401,15 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
       clearTimeout(timer);
     }
   };
-  return Object.assign(guarded, { close: () => pool.close() });
+  const staticRefusal = (url: string): FusionError | undefined => {
+    try {
+      vetHostStatically(parseFetchUrl(url), 0, { overrides, allowCidrs });
+      return undefined;
+    } catch (err) {
+      return toFusionError(err, 'invalid_url');
+    }
+  };
+  return Object.assign(guarded, { close: () => pool.close(), staticRefusal });
 }
 
 /** Profile `any-as-text`: whatever the label, the body is read as text (its charset still applies). */

@@ -92,8 +92,12 @@ function pin(address: string, via: PinnedAddress['via'], answers: readonly strin
   return allowedBy === undefined ? { address, family, via, answers } : { address, family, via, answers, allowedBy };
 }
 
-/** Vets one hop's host and returns the pinned address, or throws the hop's typed error. */
-export async function vetHost(target: FetchTarget, hop: number, options: VetOptions): Promise<PinnedAddress> {
+/**
+ * The part of the vetting that needs no DNS: a blocked name, an IP literal, an overridden name.
+ * Returns the pinned address, throws the hop's typed refusal, or returns undefined when the
+ * verdict needs the resolver.
+ */
+export function vetHostStatically(target: FetchTarget, hop: number, options: Pick<VetOptions, 'overrides' | 'allowCidrs'>): PinnedAddress | undefined {
   const { host } = target;
   if (isBlockedHostname(host)) {
     throw refusal(hop, `fetch host ${host} is blocked: localhost and cloud metadata names are never fetched`, { host, reason: 'blocked name' });
@@ -121,6 +125,15 @@ export async function vetHost(target: FetchTarget, hop: number, options: VetOpti
     }
     return pin(override, 'override', [override], verdict);
   }
+  return undefined;
+}
+
+/** Vets one hop's host and returns the pinned address, or throws the hop's typed error. */
+export async function vetHost(target: FetchTarget, hop: number, options: VetOptions): Promise<PinnedAddress> {
+  const known = vetHostStatically(target, hop, options);
+  if (known !== undefined) return known;
+  const { host } = target;
+  const classify = (address: string): IpClassification => classifyIp(address, { allowCidrs: options.allowCidrs });
 
   let answers: ResolvedAddress[];
   try {

@@ -4,6 +4,7 @@
  * it starts. Queue: a BullMQ job (see queue-dispatch.ts).
  */
 import type { ResearchDispatch } from '../contracts/research.js';
+import { isTerminalRun } from '../contracts/research-run-state.js';
 import type { ResearchRunRecord } from '../store/research-port.js';
 import type { RunExecutor } from './run-executor.js';
 
@@ -21,8 +22,15 @@ export interface ResearchDispatcher {
    * Creates a run through `create`, passing the User-Agent to claim it with at creation when this
    * dispatcher starts it at once (direct, with a free slot of its workspace), else nothing: the
    * run is created `queued` and claimed when it starts (docs/behaviour.md#g6, in both modes).
+   * Direct dispatch also passes `failWith` when the run's `sourceUrls` would fail its crawl before
+   * any request (a source the egress policy refuses on its own): the run is created claimed and
+   * failed with that message at once, the outcome its execution would have recorded.
    */
-  create<T extends { created: boolean }>(workspaceId: string, create: (claimAs?: string) => Promise<T>): Promise<T>;
+  create<T extends { created: boolean }>(
+    workspaceId: string,
+    create: (claimAs?: string, failWith?: string) => Promise<T>,
+    run?: { id: string; sourceUrls: readonly string[] },
+  ): Promise<T>;
   /**
    * Hands the freshly created run over for execution. `run` is the run as it ended when the
    * dispatch executed it (direct), so the caller need not read it back.
@@ -98,7 +106,19 @@ export function createDirectResearchDispatcher(executor: RunExecutor, options: D
   const direct = { dispatched: true, mode: 'direct', queued: false } as const;
   return {
     mode: 'direct',
-    async create<T extends { created: boolean }>(workspaceId: string, create: (claimAs?: string) => Promise<T>): Promise<T> {
+    async create<T extends { created: boolean }>(
+      workspaceId: string,
+      create: (claimAs?: string, failWith?: string) => Promise<T>,
+      run?: { id: string; sourceUrls: readonly string[] },
+    ): Promise<T> {
+      // A run its crawl would fail before any request needs no slot: it is recorded as it would
+      // end (claimed, then failed), in the one insert.
+      const refused = closing || run === undefined ? undefined : executor.refusal(run.sourceUrls);
+      if (refused !== undefined && run !== undefined) {
+        const outcome = await create(executor.userAgent, refused.message);
+        if (outcome.created) executor.noteRefused(run.id, refused);
+        return outcome;
+      }
       // Claimed at creation only when it starts at once: a run that must wait stays `queued`
       // until it has a slot, so nobody reads `running` (or a startedAt) for a run not started.
       if (!tryTake(workspaceId)) return create();
@@ -114,6 +134,8 @@ export function createDirectResearchDispatcher(executor: RunExecutor, options: D
       return outcome;
     },
     async dispatch(run) {
+      // Created failed (a source refused before any request): nothing left to execute.
+      if (isTerminalRun(run.status)) return { dispatch: direct, run };
       inFlight += 1;
       try {
         if (run.status !== 'running') {

@@ -39,8 +39,11 @@ export class ResearchService {
     const digest = payloadSha256(payload);
     let inserted: Awaited<ReturnType<ResearchRunStore['createRun']>>;
     try {
-      inserted = await this.dispatcher.create(principal.workspaceId, (claimAs) =>
-        this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs),
+      inserted = await this.dispatcher.create(
+        principal.workspaceId,
+        (claimAs, failWith) =>
+          this.store.createRun({ id, workspaceId: principal.workspaceId, idempotencyKey, payloadSha256: digest, ...payload }, claimAs, failWith),
+        { id, sourceUrls: payload.sourceUrls },
       );
     } catch (err) {
       // A full disk is the same state here as for a task submit: 507 storage_full, retryable.

@@ -82,6 +82,20 @@ export class RunExecutor {
     for (const controller of this.active.values()) controller.abort(new ShutdownAbort('the daemon is shutting down'));
   }
 
+  /**
+   * The error a run with these sources would fail with before its crawl sends anything (a
+   * source the egress policy refuses on its own), else undefined: such a run can be created
+   * already failed, in one write, with the message its execution would have recorded.
+   */
+  refusal(sourceUrls: readonly string[]): FusionError | undefined {
+    return this.options.crawler.sourceRefusal?.(sourceUrls);
+  }
+
+  /** Logs a run created failed by `refusal`, as a failed execution is logged. */
+  noteRefused(runId: string, error: FusionError): void {
+    this.log.info({ runId, code: error.code, err: error, refusedBeforeCrawl: true }, 'research run failed');
+  }
+
   /** Fails a run that never started (still `queued`): the daemon is shutting down. */
   failQueued(runId: string, message: string): Promise<ResearchRunRecord | null> {
     return this.options.store.failRun(runId, 'queued', message);

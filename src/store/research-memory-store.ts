@@ -29,7 +29,7 @@ export function createMemoryResearchStore(): ResearchRunStore {
   };
 
   return {
-    async createRun(input: NewResearchRun, claimAs?: string) {
+    async createRun(input: NewResearchRun, claimAs?: string, failWith?: string) {
       const key = `${input.workspaceId}\0${input.idempotencyKey}`;
       const existing = byKey.get(key);
       if (existing !== undefined) return { run: copy(runs.get(existing)!), created: false };
@@ -43,6 +43,10 @@ export function createMemoryResearchStore(): ResearchRunStore {
       if (claimAs !== undefined) {
         assertRunTransition('queued', 'running');
         Object.assign(run, { status: 'running', userAgent: claimAs, startedAt: at, claims: 1 });
+        if (failWith !== undefined) {
+          assertRunTransition('running', 'failed');
+          Object.assign(run, { status: 'failed', error: failWith, finishedAt: at });
+        }
       }
       return { run: copy(run), created: true };
     },

@@ -82,8 +82,11 @@ export interface ResearchRunStore {
    * `created` is true for exactly one caller per key, however many race. With `claimAs` (a
    * User-Agent) the new run is also claimed, queued → running, in the same transaction: direct
    * dispatch executes it in the create request, so this saves one durable commit on that path.
+   * With `failWith` as well, the claimed run also fails with that message (running → failed,
+   * `finishedAt` set) in the same insert: a run whose execution could only fail before doing
+   * anything is recorded as that execution would have left it, in one durable commit.
    */
-  createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }>;
+  createRun(run: NewResearchRun, claimAs?: string, failWith?: string): Promise<{ run: ResearchRunRecord; created: boolean }>;
   getRun(id: string): Promise<ResearchRunRecord | null>;
   /**
    * queued → running when no cancel was requested; with `reclaim`, also running → running (a

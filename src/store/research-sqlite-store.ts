@@ -68,19 +68,22 @@ export class ResearchSqlStoreImpl implements ResearchSqliteStore {
     return readClusterId(this.db);
   }
 
-  async createRun(run: NewResearchRun, claimAs?: string): Promise<{ run: ResearchRunRecord; created: boolean }> {
+  async createRun(run: NewResearchRun, claimAs?: string, failWith?: string): Promise<{ run: ResearchRunRecord; created: boolean }> {
     // One statement, so one durable commit: the unique (workspace, key) index decides the race
     // (across processes too); the loser reads the winner's row. A run created claimed is the
-    // queued → running step taken at once, inside the same atomic insert.
+    // queued → running step taken at once, inside the same atomic insert; one created failed
+    // takes running → failed in it as well.
     if (claimAs !== undefined) assertRunTransition('queued', 'running');
+    const failed = claimAs !== undefined && failWith !== undefined;
+    if (failed) assertRunTransition('running', 'failed');
     const at = now();
     const rows = await this.db.all<ResearchRunRow>(
       `INSERT INTO research_runs (id, workspace_id, idempotency_key, payload_sha256, query, source_urls, limits, status,
-         user_agent, started_at, claims, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         user_agent, started_at, claims, error, finished_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT DO NOTHING RETURNING ${RUN_COLUMNS}`,
       [run.id, run.workspaceId, run.idempotencyKey, run.payloadSha256, run.query, JSON.stringify(run.sourceUrls),
-        JSON.stringify(run.limits), claimAs === undefined ? 'queued' : 'running', claimAs ?? null, claimAs === undefined ? null : at,
-        claimAs === undefined ? 0 : 1, at, at],
+        JSON.stringify(run.limits), failed ? 'failed' : claimAs === undefined ? 'queued' : 'running', claimAs ?? null,
+        claimAs === undefined ? null : at, claimAs === undefined ? 0 : 1, failed ? failWith : null, failed ? at : null, at, at],
     );
     if (rows[0] !== undefined) return { run: toRunRecord(rows[0]), created: true };
     const existing = await this.db.get<ResearchRunRow>(

@@ -480,21 +480,39 @@ export class TaskService {
 
   /** Reserves a waiting place for `caller`, or refuses with busy (HTTP 429, Retry-After). */
   private admit(caller: string): void {
-    const limits = this.deps.admission;
-    const mine = this.waiting.get(caller) ?? 0;
-    if (limits !== undefined) {
-      const whose = this.waitingTotal >= limits.maxQueued ? 'the daemon' : mine >= limits.maxQueuedPerCaller ? `caller ${JSON.stringify(caller)}` : undefined;
-      if (whose !== undefined) {
-        const limit = whose === 'the daemon' ? limits.maxQueued : limits.maxQueuedPerCaller;
-        const waiting = whose === 'the daemon' ? this.waitingTotal : mine;
-        const retryAfterSeconds = Math.max(1, Math.ceil(((this.meanRunMs / 1000) * Math.max(1, waiting)) / Math.max(1, limits.concurrency) / 4));
-        throw new FusionError('busy', `the daemon is busy: ${waiting} tasks of ${whose} are already waiting (limit ${limit}); nothing was created. Retry in about ${retryAfterSeconds} s.`, {
-          details: { waiting, limit, scope: whose === 'the daemon' ? 'daemon' : 'caller', retryAfterSeconds },
-        });
-      }
-    }
-    this.waiting.set(caller, mine + 1);
+    const refusal = this.busyRefusal(caller);
+    if (refusal !== undefined) throw refusal;
+    this.waiting.set(caller, (this.waiting.get(caller) ?? 0) + 1);
     this.waitingTotal++;
+  }
+
+  /** The busy answer for `caller` now (the daemon's or its own waiting bound reached), else undefined. */
+  private busyRefusal(caller: string): FusionError | undefined {
+    const limits = this.deps.admission;
+    if (limits === undefined) return undefined;
+    const mine = this.waiting.get(caller) ?? 0;
+    const whose = this.waitingTotal >= limits.maxQueued ? 'the daemon' : mine >= limits.maxQueuedPerCaller ? `caller ${JSON.stringify(caller)}` : undefined;
+    if (whose === undefined) return undefined;
+    const limit = whose === 'the daemon' ? limits.maxQueued : limits.maxQueuedPerCaller;
+    const waiting = whose === 'the daemon' ? this.waitingTotal : mine;
+    const retryAfterSeconds = Math.max(1, Math.ceil(((this.meanRunMs / 1000) * Math.max(1, waiting)) / Math.max(1, limits.concurrency) / 4));
+    return new FusionError('busy', `the daemon is busy: ${waiting} tasks of ${whose} are already waiting (limit ${limit}); nothing was created. Retry in about ${retryAfterSeconds} s.`, {
+      details: { waiting, limit, scope: whose === 'the daemon' ? 'daemon' : 'caller', retryAfterSeconds },
+    });
+  }
+
+  /**
+   * The refusals a submit of `caller` would meet whatever its body says (shutting down, read-only,
+   * the waiting bounds), checked before the body is read and parsed: under a flood most submits
+   * are refused, and each then costs no more than its headers. Reserves nothing; `submit` still
+   * admits (or refuses) the request that gets past this.
+   */
+  refuseEarly(caller: string | undefined): void {
+    if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
+    if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
+    if (this.deps.cluster !== undefined) return;
+    const refusal = this.busyRefusal(caller ?? 'local');
+    if (refusal !== undefined) throw refusal;
   }
 
   private async markQueued(taskId: string): Promise<void> {
@@ -823,16 +841,17 @@ function validateRepoDir(repo: string, dataDir: string): string {
   if (!isAbsolute(trimmed)) {
     throw new FusionError('invalid_input', `repo must be an absolute directory path, got ${JSON.stringify(repo)}`, { details: { field: 'repo' } });
   }
-  let isDir: boolean;
-  try {
-    isDir = statSync(trimmed).isDirectory();
-  } catch {
-    isDir = false;
-  }
-  if (!isDir) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
   // The physical path (no symlinks): the sandbox binds exactly this directory and refuses to
-  // start when the path names another one by then (docs/security.md#private-repos).
-  const repoDir = realpathSync(trimmed);
+  // start when the path names another one by then (docs/security.md#private-repos). The libc
+  // realpath is one call where the JavaScript one lstats every component, on the receipt path.
+  let repoDir: string | undefined;
+  try {
+    const real = realpathSync.native(trimmed);
+    if (statSync(real).isDirectory()) repoDir = real;
+  } catch {
+    repoDir = undefined;
+  }
+  if (repoDir === undefined) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
   // The daemon's own data (other tasks' results, the database) is never a repository to read.
   const data = resolve(dataDir);
   const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : `${b}${sep}`);

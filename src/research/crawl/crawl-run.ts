@@ -80,6 +80,29 @@ function cancelled(): FusionError {
   return new FusionError('cancelled', 'the research run was cancelled');
 }
 
+/**
+ * The error a crawl of these sources would fail with before sending anything, or undefined.
+ * The crawl shapes every source first (a bad one fails the run), then visits the first admitted
+ * source, whose robots.txt lookup meets the guard's host rules before any other request: when
+ * those refuse it without DNS (a blocked name, a private literal), the run fails with exactly
+ * that error whatever else follows. Computed without a request, so the run can be recorded
+ * failed at creation.
+ */
+export function sourceRefusal(sourceUrls: readonly string[], fetch: GuardedFetch): FusionError | undefined {
+  if (fetch.staticRefusal === undefined) return undefined;
+  let first: CanonicalUrl | undefined;
+  try {
+    for (const url of sourceUrls) {
+      const canonical = canonicalizeCrawlUrl(url);
+      // Sources too long to crawl are skipped at admission (admit, below); the first other is visited.
+      if (first === undefined && canonical.url.length <= MAX_CRAWL_URL_CHARS) first = canonical;
+    }
+  } catch (err) {
+    return toFusionError(err);
+  }
+  return first === undefined ? undefined : fetch.staticRefusal(`${first.origin}/robots.txt`);
+}
+
 export async function runCrawl(request: CrawlRequest, signal: AbortSignal, options: CrawlRunOptions): Promise<CrawlOutcome> {
   if (signal.aborted) throw cancelled();
   const { limits } = request;

@@ -5,7 +5,7 @@
  */
 import { RESEARCH_USER_AGENT } from '../../contracts/research-limits.js';
 import { checkUserAgent } from '../../egress/fetch-profile.js';
-import { runCrawl } from './crawl-run.js';
+import { runCrawl, sourceRefusal } from './crawl-run.js';
 import type { Crawler, CrawlerOptions } from './port.js';
 
 export { buildResearchDocument } from './research-document.js';
@@ -16,5 +16,6 @@ export function createCrawler(options: CrawlerOptions): Crawler {
   return {
     userAgent,
     crawl: (request, signal) => runCrawl(request, signal, { fetch: options.fetch, userAgent, log }),
+    sourceRefusal: (sourceUrls) => sourceRefusal(sourceUrls, options.fetch),
   };
 }

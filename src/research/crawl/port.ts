@@ -5,6 +5,7 @@
  * link following within the limits, and turning pages into snapshot text.
  */
 import type { Logger } from '../../log.js';
+import type { FusionError } from '../../errors.js';
 import type { GuardedFetch } from '../../egress/guarded-fetch.js';
 import type { ResearchLimits } from '../../contracts/research-limits.js';
 import type { CrawlSkip, ResearchSnapshotView, RobotsNote } from '../../contracts/research.js';
@@ -52,6 +53,11 @@ export interface Crawler {
    * `signal` aborts, or the first error when no source yielded anything.
    */
   crawl(request: CrawlRequest, signal: AbortSignal): Promise<CrawlOutcome>;
+  /**
+   * The error `crawl` would reject with for these sources before sending any request (a source
+   * the egress policy refuses on its own: shape, blocked name, private literal), else undefined.
+   */
+  sourceRefusal?(sourceUrls: readonly string[]): FusionError | undefined;
 }
 
 export interface CrawlerOptions {

@@ -40,6 +40,26 @@ async function submit(d: DaemonProc, caller?: string): Promise<{ status: number;
   });
 }
 
+/** A submit that sends its headers and never its body: answered only if refused before the body is read. */
+async function submitWithoutBody(d: DaemonProc, caller: string): Promise<{ status: number; body: Json }> {
+  const { request } = await import('node:http');
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { socketPath: d.socket, method: 'POST', path: '/v1/tasks/investigate', headers: { 'content-type': 'application/json', 'content-length': 4096, 'x-fusion-caller': caller } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json });
+          req.destroy();
+        });
+      },
+    );
+    req.on('error', reject);
+    req.flushHeaders();
+  });
+}
+
 describe('admission control and visible queueing', () => {
   it('bounds waiting tasks per caller and per daemon with busy (429, Retry-After); waiting tasks show as queued', async () => {
     const d = await startStubDaemon(tempHome(), 3_000, 0, { taskConcurrency: 1, maxQueuedTasks: 3, maxQueuedPerCaller: 2 });
@@ -60,6 +80,10 @@ describe('admission control and visible queueing', () => {
     expect(b2.status).toBe(429);
     expect(b2.body.error).toMatchObject({ code: 'busy', details: { scope: 'daemon', limit: 3 } });
     expect(b2.body.error.message).toMatch(/nothing was created/);
+    // Refused on its headers: a full daemon does not wait for (nor parse) the body of a submit.
+    const unread = await submitWithoutBody(d, 'b');
+    expect(unread.status).toBe(429);
+    expect(unread.body.error).toMatchObject({ code: 'busy', details: { scope: 'daemon', limit: 3 } });
 
     // Refused submits created nothing; the waiting ones say so.
     const all = (await d.client.call('GET', '/v1/tasks')) as Json;
