@@ -52,7 +52,7 @@ ${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            M
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
                                      the task's sealed tarball, from the database (cluster mode: the shared one)
-  fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--database-url postgres://…] [--json]
+  fusion audit verify TASK|FILE.tar [--file|--id] [--max-bytes N] [--pubkey FILE] [--replay [--repo DIR]] [--database-url postgres://…] [--json]
                                      offline; exit 1 names the first broken member
   fusion help [COMMAND]              this overview, or one command's help (also: fusion COMMAND --help)
 
@@ -119,7 +119,7 @@ stored. signing-init creates the Ed25519 key pair that signs every task tarball 
 data directory; refuses to replace one); signing-public prints the public key (PEM) for auditors.
 `,
   audit: `Usage: fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
-       fusion audit verify TASK|FILE.tar [--pubkey FILE] [--replay [--repo DIR]] [--data DIR] [--database-url postgres://…] [--json]
+       fusion audit verify TASK|FILE.tar [--file|--id] [--max-bytes N] [--pubkey FILE] [--replay [--repo DIR]] [--data DIR] [--database-url postgres://…] [--json]
 
 export writes the task's sealed tarball from the database: the data directory's, or in cluster
 mode the shared PostgreSQL database (--database-url or FUSION_DATABASE_URL). verify checks a tarball offline (no

@@ -17,6 +17,7 @@
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sqlite3 from 'sqlite3';
+import { isStorageFull } from './storage-full.js';
 import { FusionError } from '../errors.js';
 
 export const DATA_DIR_LOCK_FILE = 'daemon.lock';
@@ -35,7 +36,9 @@ export interface DataDirLock {
 
 const TAKE = [
   'PRAGMA locking_mode=EXCLUSIVE',
-  'PRAGMA journal_mode=DELETE',
+  // No journal file: on a full disk a restart must still take the lock (the daemon then starts
+  // read-only, docs/behaviour.md#b13-storage), and rewriting the one row in place needs no space.
+  'PRAGMA journal_mode=OFF',
   // Its content does not matter, only the lock: no fsync on the start-up path.
   'PRAGMA synchronous=OFF',
   'BEGIN EXCLUSIVE',
@@ -99,8 +102,16 @@ export async function takeDataDirLock(home: string, owner: { socket: string }): 
     // owner for a refusal message, and a crash leaves the lock free anyway.
     const file = join(home, DATA_DIR_OWNER_FILE);
     const tmp = `${file}.tmp-${process.pid}`;
-    writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
-    renameSync(tmp, file);
+    try {
+      writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+      renameSync(tmp, file);
+    } catch (err) {
+      rmSync(tmp, { force: true });
+      // On a full disk the daemon still starts (read-only, docs/behaviour.md#b13-storage): the
+      // lock is what counts; without the record a refused second daemon names no pid.
+      if (!isStorageFull(err)) throw err;
+      rmSync(file, { force: true });
+    }
   } catch (err) {
     await close(db);
     throw err;

@@ -104,11 +104,15 @@ const self = mounts('/proc/self/mountinfo');
 const found = new Set();
 for (const pid of fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n))) {
   for (const m of mounts('/proc/' + pid + '/mountinfo')) {
-    if (!m.root.endsWith('/out')) continue;
     for (const h of self) {
       if (h.dev !== m.dev || h.root !== '/') continue;
-      const dir = (h.mp === '/' ? '' : h.mp) + m.root.slice(0, -4);
-      try { if (fs.statSync(path.join(dir, 'sock')).isDirectory()) found.add(dir); } catch {}
+      // Any bind whose source lies in an attempt's staging directory (<task id tail>-<stage>…)
+      // names it: the broker socket's directory, /out where it is a bind, the request file.
+      let dir = (h.mp === '/' ? '' : h.mp) + m.root;
+      while (dir !== '/' && dir !== '.' && dir !== '') {
+        if (/^[0-9a-f]{12}-/.test(path.basename(dir))) { found.add(dir); break; }
+        dir = path.dirname(dir);
+      }
     }
   }
 }
