@@ -107,3 +107,45 @@ describe('a provider that redirects or never finishes', () => {
     expect(await failure()).toMatchObject({ code: 'response_too_large' });
   });
 });
+
+describe('the way to the provider', () => {
+  it('a DNS answer that changes after vetting is not consulted again: the key reaches the vetted address only', async () => {
+    mode = 'malformed-json';
+    const asked: string[] = [];
+    // First answer: the provider; every later one: the sentinel (a rebinding resolver).
+    const rebinding = async (host: string) => {
+      asked.push(host);
+      return Promise.resolve([{ address: asked.length === 1 ? PROVIDER_IP : SENTINEL_IP, family: 4 }]);
+    };
+    const log = createLogger({ level: 'silent' });
+    const rebound = createGuardedFetch({ log, resolve: rebinding, allowCidrs: [`${PROVIDER_IP}/32`, `${SENTINEL_IP}/32`] });
+    try {
+      const config = searchConfigFrom({ FUSION_SEARCH_PROVIDER: 'brave', FUSION_SEARCH_URL: `http://${BRAVE_HOST}:${String(provider.port)}`, FUSION_SEARCH_ALLOW_HOSTS: BRAVE_HOST, FUSION_SEARCH_API_KEY: SEARCH_KEY })!;
+      const before = provider.requests.length;
+      await expect(createWebSearch({ config, fetch: rebound, log }).search('q')).rejects.toMatchObject({ code: 'search_failed' });
+      expect(asked).toEqual([BRAVE_HOST]);
+      expect(provider.requests.length).toBe(before + 1);
+      expect(sentinel.connections).toBe(0);
+    } finally {
+      await rebound.close();
+    }
+  });
+
+  it('HTTP_PROXY / HTTPS_PROXY / ALL_PROXY in the environment are not honoured: nothing goes to a proxy', async () => {
+    mode = 'malformed-json';
+    const saved = { HTTP_PROXY: process.env.HTTP_PROXY, HTTPS_PROXY: process.env.HTTPS_PROXY, ALL_PROXY: process.env.ALL_PROXY, http_proxy: process.env.http_proxy };
+    const proxy = `http://${SENTINEL_IP}:${String(sentinel.port)}`;
+    Object.assign(process.env, { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, ALL_PROXY: proxy, http_proxy: proxy });
+    try {
+      const before = provider.requests.length;
+      expect(await failure()).toMatchObject({ code: 'search_failed' });
+      expect(provider.requests.length).toBe(before + 1);
+      expect(sentinel.connections).toBe(0);
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+});
