@@ -15,7 +15,7 @@ import { FusionError } from '../../../src/errors.js';
 import { startHttpOrigin, type Listener } from '../egress/origin.js';
 import { BRAVE_HOST, PROVIDER_IP, SEARCH_KEY, SENTINEL_IP, startSearchSentinel } from './fake-providers.js';
 
-type Reflect = 'content-type' | 'content-encoding' | 'location' | 'malformed-json';
+type Reflect = 'content-type' | 'content-encoding' | 'location' | 'location-scheme' | 'malformed-json';
 type Hostile = Reflect | { redirect: number; to: (sentinelPort: number) => string } | 'drip' | 'endless';
 // Any 8 characters of the key, in any case (a header value may be lowercased on its way).
 const KEY_PREFIX = new RegExp(SEARCH_KEY.slice(0, 8), 'iu');
@@ -38,6 +38,8 @@ function reflect(req: http.IncomingMessage, res: http.ServerResponse): void {
   }
   if (mode === 'content-type') return void res.writeHead(200, { 'content-type': `text/plain; charset=${key}` }).end('{}');
   if (mode === 'content-encoding') return void res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': key }).end('{}');
+  // The key as a Location's scheme: refused as a redirect to another scheme, which names it.
+  if (mode === 'location-scheme') return void res.writeHead(302, { location: `${key}:x` }).end();
   if (mode === 'location') return void res.writeHead(302, { location: `/login?k=${key}` }).end();
   res.writeHead(200, { 'content-type': 'application/json' }).end(`${key} is not a valid subscription`);
 }
@@ -65,14 +67,14 @@ async function failure(deadlineMs?: number): Promise<FusionError> {
 }
 
 describe('a provider that reflects the key', () => {
-  it.each<Reflect>(['content-type', 'content-encoding', 'location', 'malformed-json'])('into its %s: the key is in no message, envelope or log line', async (m) => {
+  it.each<Reflect>(['content-type', 'content-encoding', 'location', 'location-scheme', 'malformed-json'])('into its %s: the key is in no message, envelope or log line', async (m) => {
     mode = m;
     logLines.length = 0;
     const before = provider.requests.length;
     const err = await failure();
     // The provider did receive the key (the attack is real), then…
     expect(provider.requests.length).toBe(before + 1);
-    expect(err.code).toBe('search_failed');
+    expect(err.code).toBe(m === 'location-scheme' ? 'redirect_blocked' : 'search_failed');
     expect(JSON.stringify(err.toEnvelope())).not.toMatch(KEY_PREFIX);
     expect(err.message).not.toMatch(KEY_PREFIX);
     expect(logLines.join('\n')).not.toMatch(KEY_PREFIX);
