@@ -153,6 +153,27 @@ function discard(body: { on(event: 'error', listener: () => void): unknown; dest
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
+/**
+ * Removes a call's extra header values (a search provider's key) from what the guard reports:
+ * an origin that reflects the key into a Content-Type, a Content-Encoding or a Location must not
+ * get it into an error message, its details or a log line. The pattern redactor cannot know a
+ * key of no recognisable shape, so the values themselves are matched, in any case (a header
+ * value may be lowercased on its way into a message).
+ */
+function headerScrubber(extra: Readonly<Record<string, string>> | undefined): ((text: string) => string) | undefined {
+  const values = Object.values(extra ?? {}).filter((v) => v !== '');
+  if (values.length === 0) return undefined;
+  const pattern = new RegExp(values.map((v) => v.replace(/[.*+?^${}()|[\]\\]/gu, '\\$&')).join('|'), 'giu');
+  return (text) => text.replace(pattern, '[redacted]');
+}
+
+function scrubError(error: FusionError, scrub: (text: string) => string): void {
+  error.message = scrub(error.message);
+  for (const [name, value] of Object.entries(error.details)) {
+    if (typeof value === 'string') error.details[name] = scrub(value);
+  }
+}
+
 export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
   const log = options.log.child({ component: 'egress' });
   const allowCidrs = [...(options.allowCidrs ?? [])];
@@ -364,6 +385,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
     }, call.deadlineMs);
     const combined = signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, signal]);
     const state: HopState = { hop: 0, host: undefined, address: undefined, status: undefined };
+    const scrub = headerScrubber(request.profile?.headers);
     try {
       const result = await run(request, combined, state, call);
       log.info(
@@ -376,7 +398,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
           responseBytes: result.response_bytes,
           truncated: result.truncated,
           ...(result.cut === true ? { cut: true } : {}),
-          ...(result.redirect === undefined ? {} : { redirect: result.redirect }),
+          ...(result.redirect === undefined ? {} : { redirect: scrub === undefined ? result.redirect : scrub(result.redirect) }),
           durationMs: Math.round(performance.now() - started),
         },
         'egress fetch done',
@@ -384,6 +406,7 @@ export function createGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
       return result;
     } catch (err) {
       const error = typed(err, deadline.signal, signal, state, call.deadlineMs);
+      if (scrub !== undefined) scrubError(error, scrub);
       const fields = {
         ...profile,
         code: error.code,

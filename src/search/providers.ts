@@ -78,8 +78,10 @@ export function parseProviderAnswer(provider: SearchProviderName, text: string, 
   let body: unknown;
   try {
     body = JSON.parse(text);
-  } catch (err) {
-    throw malformed(provider, (err as Error).message.slice(0, 200));
+  } catch {
+    // Not the parser's message: V8 quotes the text around the fault, and a provider's text may
+    // hold the key it was sent.
+    throw malformed(provider, 'the answer is not valid JSON');
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw malformed(provider, 'the answer is not a JSON object');
   const record = body as Record<string, unknown>;

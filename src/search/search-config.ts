@@ -46,6 +46,25 @@ function hostOf(url: URL): string {
 }
 
 /**
+ * One FUSION_SEARCH_ALLOW_HOSTS entry spelled as the guard will see the URL's host: parsed by
+ * the same WHATWG rules (IDNA to punycode, IPv4 shorthand to a dotted quad, IPv6 compressed),
+ * lowercase, trailing dots stripped. Anything but a bare host (a port, a path, credentials) is
+ * refused rather than silently widened or never matched.
+ */
+function allowEntry(raw: string): string {
+  const bare = raw.replace(/^\[(.*)\]$/u, '$1');
+  const notHost = bad(`FUSION_SEARCH_ALLOW_HOSTS entry ${JSON.stringify(raw.slice(0, 100))} is not a bare host name or IP address (no scheme, port or path)`, 'FUSION_SEARCH_ALLOW_HOSTS');
+  let url: URL;
+  try {
+    url = new URL(`http://${bare.includes(':') ? `[${bare}]` : bare}/`);
+  } catch {
+    throw notHost;
+  }
+  if (url.host !== url.hostname || url.pathname !== '/' || url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') throw notHost;
+  return hostOf(url);
+}
+
+/**
  * The search configuration of `env`, or null when no provider is set. A present but unusable
  * setting is `invalid_config` naming the variable and the fix.
  */
@@ -70,7 +89,7 @@ export function searchConfigFrom(env: SearchEnv): SearchConfig | null {
 
   const listed = (env.FUSION_SEARCH_ALLOW_HOSTS ?? '').split(',').map((h) => h.trim()).filter((h) => h !== '');
   const allowList = listed.length > 0 ? listed : name === 'brave' ? [new URL(BRAVE_DEFAULT_URL).hostname] : [];
-  const allowHosts = new Set(allowList.map((h) => normalizeHostname(h.replace(/^\[(.*)\]$/u, '$1'))));
+  const allowHosts = new Set(allowList.map(allowEntry));
   const host = hostOf(baseUrl);
   if (!allowHosts.has(host)) {
     throw bad(

@@ -26,7 +26,7 @@ export interface SearchResult {
   /** 1-based position in the provider's answer. */
   rank: number;
   title: string;
-  /** As the provider gave it (untrusted). */
+  /** As the provider gave it (untrusted), control and format characters escaped as `\u{…}`. */
   url: string;
   snippet: string;
   /** The canonical form when the URL passes the declared-source rules, else null. */
@@ -60,6 +60,18 @@ export function checkSearchQuery(raw: unknown, path = 'query'): string {
   if (query === '') throw new FusionError('invalid_input', `${path} must be a non-blank string`, { details: { path } });
   if (Array.from(query).length > SEARCH_QUERY_MAX_CHARS) throw new FusionError('invalid_input', `${path} must be at most ${String(SEARCH_QUERY_MAX_CHARS)} characters`, { details: { path } });
   return query;
+}
+
+const INVISIBLE = /[\p{Cc}\p{Cf}\u2028\u2029]/gu;
+
+/**
+ * A provider's URL as reported: control and format characters (bidi overrides, zero-width
+ * marks, line breaks) escaped as `\u{…}`. Such a URL is never fetchable (the source rules refuse
+ * it), but its raw text would reach a terminal through `fusion search --json` and the MCP
+ * structured reply, where it could reorder or hide what is shown.
+ */
+function visibleUrl(url: string): string {
+  return url.replace(INVISIBLE, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`);
 }
 
 export function checkSearchCount(raw: unknown, path = 'count'): number {
@@ -126,10 +138,12 @@ export function createWebSearch(options: WebSearchOptions): WebSearch {
       }
       const found = parseProviderAnswer(config.provider, text, count);
       const results = found.map((r, i): SearchResult => {
+        // Judged on the raw text; reported with its invisible characters escaped.
         const checked = canonicalizeSourceUrl(r.url);
+        const url = visibleUrl(r.url);
         return checked.ok
-          ? { rank: i + 1, title: r.title, url: r.url, snippet: r.snippet, canonicalUrl: checked.url, fetchable: true }
-          : { rank: i + 1, title: r.title, url: r.url, snippet: r.snippet, canonicalUrl: null, fetchable: false, refused: checked.reason };
+          ? { rank: i + 1, title: r.title, url, snippet: r.snippet, canonicalUrl: checked.url, fetchable: true }
+          : { rank: i + 1, title: r.title, url, snippet: r.snippet, canonicalUrl: null, fetchable: false, refused: checked.reason };
       });
       log.info({ results: results.length, refused: results.filter((r) => !r.fetchable).length }, 'web search done');
       return { provider: config.provider, query, results };
