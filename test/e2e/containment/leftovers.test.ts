@@ -48,6 +48,10 @@ async function strayPoolProcesses(range: { start: number; end: number }): Promis
   for (const name of await readdir('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const status = await readFile(`/proc/${name}/status`, 'utf8').catch(() => '');
+    // A zombie holds no uid in any way that matters (it cannot run, open or be signalled): a
+    // sandbox's inner bwrap whose parent went first is reparented to the host's init, which on
+    // some hosts reaps only every few seconds. Only a live process is a stray.
+    if (/^State:\s+Z/m.test(status)) continue;
     const ids = [...status.matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)].flatMap((m) => m.slice(1, 5).map(Number));
     const stray = ids.find((id) => id >= range.start && id <= range.end && !claimHeld(DEFAULT_CLAIM_DIR, id));
     if (stray === undefined) continue;
