@@ -17,7 +17,7 @@
  *      difference is reported as "repository changed since the run" when a file it depended on
  *      changed, as a mismatch otherwise).
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { KeyObject } from 'node:crypto';
@@ -36,6 +36,7 @@ import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type R
 import { PACK_SCRATCH_PREFIX } from './tar-members.js';
 import { packTree } from '../bundles/pack.js';
 import { DEFAULT_REPO_EXCLUDES } from '../bundles/excludes.js';
+import { readBundleTar } from '../bundles/bundle-tar.js';
 
 export interface OfflineVerifyOptions {
   /** Pinned public key: the tarball must be signed by exactly this key. */
@@ -123,7 +124,8 @@ const OptionsSchema = z.object({ repoExclude: z.array(z.string()).optional() });
 /** The largest checkout the replay packs to compare with a bundle digest (the daemon's cap is at most 1 GiB). */
 const AUDIT_PACK_MAX_BYTES = 1024 * 1024 * 1024;
 
-async function checkBundleDigest(repo: string, digest: string, options: z.infer<typeof OptionsSchema>, report: OfflineVerifyReport): Promise<void> {
+/** Packs the checkout as the daemon did and checks it against the task's digest; returns the archive (the tree the task read). */
+async function checkBundleDigest(repo: string, digest: string, options: z.infer<typeof OptionsSchema>, report: OfflineVerifyReport): Promise<Buffer> {
   let packed;
   try {
     packed = await packTree(repo, { exclude: options.repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: AUDIT_PACK_MAX_BYTES });
@@ -134,6 +136,23 @@ async function checkBundleDigest(repo: string, digest: string, options: z.infer<
     throw new Broken('task.json', `repository changed since the run: ${repo} packs to bundle sha256 ${packed.digest.slice(0, 16)}…, the task ran over ${digest.slice(0, 16)}…`, 'repository_changed');
   }
   report.checks.push(`repository: ${repo} packs to the task's bundle ${digest.slice(0, 16)}…`);
+  return packed.data;
+}
+
+/**
+ * Writes the packed tree into a fresh scratch directory, as the daemon's snapshot holds it (same
+ * entries and modes): the task read that tree, not the checkout with its ignored and secret files.
+ */
+async function unpackForReplay(archive: Buffer): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'fusion-verify-repo-'));
+  await chmod(dir, 0o755);
+  for (const entry of readBundleTar(archive, { maxBytes: AUDIT_PACK_MAX_BYTES, maxEntries: 1_000_000 })) {
+    const path = join(dir, entry.path);
+    if (entry.type === 'dir') await mkdir(path, { mode: 0o755 });
+    else if (entry.type === 'symlink') await symlink(entry.target, path);
+    else await writeFile(path, entry.data, { mode: entry.executable ? 0o755 : 0o644, flag: 'wx' });
+  }
+  return dir;
 }
 
 function jsonMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
@@ -317,11 +336,17 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
   if (options.replayRepo !== undefined) {
     // Cluster mode: the task ran over a bundle; the checkout must pack to the same digest, or
     // the difference is the repository's, not a forged result's.
-    if (task.bundle_digest !== undefined) await checkBundleDigest(options.replayRepo, task.bundle_digest, jsonMember(need('task-options.json'), OptionsSchema), report);
-    for (const { member, record } of replayRecords) {
-      const outcome = await replayRecordOffline(record, options.replayRepo);
-      report.replayed += outcome.replayed;
-      if (!outcome.ok) throw new Broken(member, `${member}: ${outcome.message ?? 'replay failed'}`, outcome.reason);
+    const archive = task.bundle_digest === undefined ? undefined : await checkBundleDigest(options.replayRepo, task.bundle_digest, jsonMember(need('task-options.json'), OptionsSchema), report);
+    // A task that ran over a snapshot is replayed over that snapshot, rebuilt from the checkout.
+    const tree = archive === undefined ? options.replayRepo : await unpackForReplay(archive);
+    try {
+      for (const { member, record } of replayRecords) {
+        const outcome = await replayRecordOffline(record, tree);
+        report.replayed += outcome.replayed;
+        if (!outcome.ok) throw new Broken(member, `${member}: ${outcome.message ?? 'replay failed'}`, outcome.reason);
+      }
+    } finally {
+      if (tree !== options.replayRepo) await rm(tree, { recursive: true, force: true });
     }
     report.checks.push(`replay: ${report.replayed} tool calls reproduce the logged results`);
   }
