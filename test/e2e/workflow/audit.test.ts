@@ -195,6 +195,18 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(report.out).toMatch(/^BROKEN: task\.json: .*repository changed since the run: .* packs to bundle sha256 [0-9a-f]{16}…, the task ran over/m);
     });
 
+    it('replay against a checkout that also holds a secret and ignored files still verifies (they were never in the snapshot)', async () => {
+      const copy = mkdtempSync(join(scratch, 'repo-'));
+      cpSync(d.repo, copy, { recursive: true });
+      // Files the snapshot leaves out (secrets rule, .git/): the task never read them, so a replay
+      // over the raw checkout would see a different tree; it must run over the rebuilt snapshot.
+      writeFileSync(join(copy, '.env'), 'TOKEN=refill-secret\n');
+      cpSync(join(copy, RIGHT_FILE), join(copy, '.env.local'));
+      const report = await cli(['audit', 'verify', file, '--pubkey', pubkey, '--replay', '--repo', copy]);
+      expect(report.code, report.out).toBe(0);
+      expect(report.out).toMatch(/\d+ tool calls replayed/);
+    });
+
     it('a task that ran over a repository bundle replays only against a checkout that packs to its digest', async () => {
       const { MANIFEST_MEMBER, SIGNATURE_MEMBER } = await import('../../../src/audit/task-tarball.js');
       const { packTree } = await import('../../../src/bundles/pack.js');
