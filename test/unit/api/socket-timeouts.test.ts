@@ -8,26 +8,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Server } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import { closeServer, listenOnSocket } from '../../../src/api/socket-server.js';
 import { HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../../../src/api/request-guard.js';
 import { TCP_HEADERS_TIMEOUT_MS, TCP_REQUEST_TIMEOUT_MS } from '../../../src/api/tcp-listener.js';
+import { connections, waitFor } from '../fakes/server-state.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fusion-sock-timeouts-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function connections(server: Server): Promise<number> {
-  return new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
-}
-
-async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe('Unix socket request deadlines', () => {
   it('are the TCP listener\'s', () => {

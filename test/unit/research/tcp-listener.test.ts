@@ -1,10 +1,11 @@
 import { connect, type Socket } from 'node:net';
-import { request, type Server } from 'node:http';
+import { request } from 'node:http';
 import { markAuthenticated } from '../../../src/api/tcp-admission.js';
 import { describe, expect, it } from 'vitest';
 import {
   assertListenAllowed, isLoopbackHost, listenOnTcp, parseListenAddress, TCP_HEADERS_TIMEOUT_MS, TCP_REQUEST_TIMEOUT_MS,
 } from '../../../src/api/tcp-listener.js';
+import { connections, waitFor } from '../fakes/server-state.js';
 
 describe('--listen address', () => {
   it('parses HOST:PORT, [V6]:PORT and localhost:PORT', () => {
@@ -31,17 +32,6 @@ describe('--listen address', () => {
   });
 });
 
-async function connections(server: Server): Promise<number> {
-  return new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
-}
-
-async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** Opens a raw connection, optionally sends `text`, and resolves when the server closes it (ms). */
 function closedAfter(port: number, text?: string): { closed: Promise<number>; data: () => string } {
