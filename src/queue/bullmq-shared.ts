@@ -44,3 +44,6 @@ export async function addWithin<T>(add: () => Promise<T>, ms: number): Promise<T
     clearTimeout(timer);
   }
 }
+
+/** Job states in which a job will still run (or runs now): the reconcilers add no new job then. */
+export const LIVE_JOB_STATES: ReadonlySet<string> = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);

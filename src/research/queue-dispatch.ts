@@ -22,7 +22,7 @@ import type { Logger } from '../log.js';
 import type { ResearchRunStore } from '../store/research-port.js';
 import { DISPATCH_FAILED_MESSAGE, type ResearchDispatcher } from './dispatch.js';
 import type { RunExecutor } from './run-executor.js';
-import { addWithin, bullConnection, clusterQueuePrefix, waitQueueReady } from '../queue/bullmq-shared.js';
+import { addWithin, bullConnection, clusterQueuePrefix, LIVE_JOB_STATES, waitQueueReady } from '../queue/bullmq-shared.js';
 import type { RunLeases } from '../store/signals-port.js';
 
 export const RESEARCH_QUEUE = 'research-runs';
@@ -84,9 +84,6 @@ interface JobData {
   /** Added by the reconciler for a `running` run nobody runs: the first attempt may re-claim it. */
   reclaim?: boolean;
 }
-
-/** Job states in which the job will still run (or runs now). */
-const LIVE_JOB_STATES: ReadonlySet<string> = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 
 /** The lease key of a research run (task ids and run ids share the lease namespace). */
 const leaseId = (runId: string): string => `research-run:${runId}`;

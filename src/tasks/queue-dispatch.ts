@@ -14,7 +14,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Logger } from '../log.js';
 import { WORKFLOWS, type Workflow } from '../contracts/constants.js';
-import { addWithin, bullConnection, clusterQueuePrefix, waitQueueReady } from '../queue/bullmq-shared.js';
+import { addWithin, bullConnection, clusterQueuePrefix, LIVE_JOB_STATES, waitQueueReady } from '../queue/bullmq-shared.js';
 import type { RunLeases, TaskQueue } from './cluster-port.js';
 
 export const taskQueueName = (workflow: Workflow): string => `fusion-${workflow}`;
@@ -56,9 +56,6 @@ export interface TaskQueueOptions {
    */
   reconcileGraceMs?: number;
 }
-
-/** Job states in which the job will still run (or runs now): the task needs no new job. */
-const LIVE_JOB_STATES: ReadonlySet<string> = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 
 interface JobData {
   taskId: string;
