@@ -47,8 +47,8 @@ const layerZones = LAYERS.flatMap((row, level) => {
 
 const sandboxZones = [
   {
-    // The child image carries the import closure of agent/ only (docs/architecture.md#rule-4).
-    target: ['./agent', './jobs'],
+    // The child image carries the import closure of sandbox/ only (docs/architecture.md#rule-4).
+    target: ['./sandbox', './jobs'],
     from: './src',
     except: ['./contracts', './common'],
     message: 'Sandbox and stage-worker code imports only src/contracts/, src/common/, node builtins and its own folder.',
@@ -69,7 +69,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/**/*.ts', 'agent/**/*.ts', 'jobs/**/*.ts'],
+    files: ['src/**/*.ts', 'sandbox/**/*.ts', 'jobs/**/*.ts'],
     plugins: { 'import-x': importX },
     settings: {
       // The plugin's TypeScript settings (which files it parses to follow imports) with the TS resolver.
@@ -84,7 +84,7 @@ export default tseslint.config(
   },
   {
     // The child runs with no node_modules: node builtins and relative files only.
-    files: ['agent/**/*.ts', 'jobs/**/*.ts'],
+    files: ['sandbox/**/*.ts', 'jobs/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', {
         patterns: [{ regex: '^(?!node:|\\.{1,2}/)', message: 'Sandbox code imports no npm package (the child image has none): node: builtins and relative files only.' }],

@@ -85,7 +85,7 @@ export async function prerequisites() {
 
 async function engine() {
   const { createBuiltinProvider } = await import('../dist/src/models/builtin/index.js');
-  const { runTool } = await import('../dist/agent/tools/index.js');
+  const { runTool } = await import('../dist/sandbox/tools/index.js');
   const { buildCanonicalInput } = await import('../dist/src/contracts/canonical.js');
   const { normalizeToolInput } = await import('../dist/src/contracts/tool-input.js');
   const { SCHEMA, OUTPUT_CAPS } = await import('../dist/src/contracts/constants.js');

@@ -5,7 +5,7 @@
 //   launcher_node_ms      the production launcher (seccomp, uid drop, limits, binds) running
 //                         `node -e 0`: launch() call → exit
 //   child_first_request_ms  the production launcher running the real candidate child
-//                         (agent/child-main.js, its request, sealed log, broker socket):
+//                         (sandbox/child-main.js, its request, sealed log, broker socket):
 //                         launch() call → the broker's first model request
 //   start_overhead_ms     child_first_request p50 − bare_bwrap p50 (what the product adds)
 //   full_run_ms           a full builtin `investigate` over this repository through an
@@ -161,7 +161,7 @@ async function sandboxStart(log) {
           codeDir: DIST,
           brokerSocketPath: staging.socketPath,
           requestFile: staging.requestFile,
-          command: ['node', '/opt/fusion/agent/child-main.js'],
+          command: ['node', '/opt/fusion/sandbox/child-main.js'],
           env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' },
           limits,
         });

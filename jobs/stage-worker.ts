@@ -2,14 +2,14 @@
  * Worker thread entry for the evaluator, repair and merger stages: it runs the shared agent loop
  * with no tools against the broker socket each run names. The thread is pooled (see
  * src/workflow/stage-workers.ts): it answers one `run` message at a time and stays for the next.
- * Thin on purpose; the logic lives in agent/agent-loop.ts (shared with the candidate sandboxes).
+ * Thin on purpose; the logic lives in sandbox/agent-loop.ts (shared with the candidate sandboxes).
  */
 import { readFileSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import type { ChildRequest } from '../src/contracts/broker-protocol.js';
 import type { StageDoneMessage, StageRunMessage } from '../src/contracts/stage-worker-protocol.js';
-import { runAgentLoop } from '../agent/agent-loop.js';
-import { createBrokerClient } from '../agent/broker-client.js';
+import { runAgentLoop } from '../sandbox/agent-loop.js';
+import { createBrokerClient } from '../sandbox/broker-client.js';
 
 if (parentPort === null) throw new Error('the stage worker runs only as a worker thread');
 const port = parentPort;

@@ -2,7 +2,7 @@
 # Builds the candidate child image fusion-child:<package version> from Dockerfile.child.
 #
 # The build context is a staged directory with only Dockerfile.child and opt/fusion/: the built
-# child code (dist/agent) and the dist/ files it imports at run time (found by following its
+# child code (dist/sandbox) and the dist/ files it imports at run time (found by following its
 # relative imports), plus a package.json declaring ESM. Never the repository or node_modules.
 #
 # Base image, first match wins (no network wait when something usable is local):
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 command -v docker >/dev/null || { echo "build-child-image: the docker CLI is missing (apt-get install docker.io)" >&2; exit 1; }
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || {
   echo "build-child-image: the Docker engine is not reachable; start dockerd (make system-deps-docker)" >&2; exit 1; }
-[[ -f dist/agent/child-main.js ]] || { echo "build-child-image: dist/agent/child-main.js is missing; run make build" >&2; exit 1; }
+[[ -f dist/sandbox/child-main.js ]] || { echo "build-child-image: dist/sandbox/child-main.js is missing; run make build" >&2; exit 1; }
 
 VERSION=$(node -p "require('./package.json').version")
 IMAGE=${CHILD_IMAGE:-fusion-child:${VERSION}}
@@ -56,7 +56,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 const dist = resolve('dist');
 const dest = process.argv[2];
 const seen = new Set();
-const queue = [join(dist, 'agent', 'child-main.js')];
+const queue = [join(dist, 'sandbox', 'child-main.js')];
 const importRe = /(?:^|[;\s])(?:import|export)\s+(?:[^'"]*?\sfrom\s+)?['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/gm;
 while (queue.length > 0) {
   const file = queue.shift();

@@ -20,7 +20,7 @@ import { rejectionOf } from '../contracts/tool-rejection.js';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
 import { createStaging, writeRequestFile, type SandboxOwner } from '../launcher/attempt-dirs.js';
-import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../agent/replay-core.js';
+import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
 import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
 import { startReplayFeed } from './replay-feed.js';
 import { sha256Hex } from '../contracts/sha256.js';
@@ -183,7 +183,7 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
       outDir: staging.outDir,
       codeDir: options.codeDir,
       requestFile: staging.requestFile,
-      command: ['node', `${SANDBOX_PATHS.code}/agent/replay-main.js`],
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/replay-main.js`],
       env: { ...CANDIDATE_ENV },
       limits: options.limits,
       ...(options.signal ? { signal: options.signal } : {}),
@@ -253,7 +253,7 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
       codeDir: options.codeDir,
       brokerSocketPath: staging.socketPath,
       requestFile: staging.requestFile,
-      command: ['node', `${SANDBOX_PATHS.code}/agent/replay-main.js`],
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/replay-main.js`],
       env: { ...CANDIDATE_ENV },
       limits: options.limits,
       ...(options.signal ? { signal: options.signal } : {}),

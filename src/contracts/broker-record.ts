@@ -3,7 +3,7 @@
  * broker's own record of every model call and fetch it performed for a child. The supervisor
  * cross-checks the two (docs/behaviour.md#d7).
  *
- * The child (agent/) imports the log types from here with `import type` only; zod never runs
+ * The child (sandbox/) imports the log types from here with `import type` only; zod never runs
  * inside the sandbox.
  */
 import { z } from 'zod';

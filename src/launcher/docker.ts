@@ -2,7 +2,7 @@
  * The Docker `Launcher` (runc): one hardened, throw-away container per attempt. The only module
  * that imports dockerode; nothing above it sees a dockerode error.
  *
- * What the child gets (see `containerConfig` in `docker-config.ts`): the child image (Node + the built agent/ code,
+ * What the child gets (see `containerConfig` in `docker-config.ts`): the child image (Node + the built sandbox/ code,
  * `Dockerfile.child`), no network at all (`NetworkMode: none`: only `lo`), a read-only root, no
  * capabilities, no_new_privs, the project's seccomp profile (`docker-seccomp.ts`, generated from
  * the bwrap filter's policy), an unprivileged uid (one leased per sandbox when the daemon is

@@ -183,7 +183,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       codeDir: deps.codeDir,
       brokerSocketPath: staging.socketPath,
       requestFile: staging.requestFile,
-      command: ['node', `${SANDBOX_PATHS.code}/agent/child-main.js`],
+      command: ['node', `${SANDBOX_PATHS.code}/sandbox/child-main.js`],
       env: { ...CANDIDATE_ENV },
       limits: deps.sandboxLimits,
       signal,

@@ -38,7 +38,7 @@ describe('ESLint layering rules', () => {
 
   it('sandbox code imports no daemon code and no npm package', async () => {
     const ids = await ruleIds(
-      'agent/probe.ts',
+      'sandbox/probe.ts',
       "import { z } from 'zod';\nimport { FusionError } from '../src/errors.js';\nimport { SCHEMA } from '../src/contracts/constants.js';\nexport const x = [z, FusionError, SCHEMA];\n",
     );
     expect(ids.filter((id) => id === 'import-x/no-restricted-paths')).toHaveLength(1);

@@ -1,5 +1,5 @@
 /**
- * Parsers for the candidate tools' text output (agent/tools): exactly the formats they
+ * Parsers for the candidate tools' text output (sandbox/tools): exactly the formats they
  * produce, ignoring their trailing `[...]` notes.
  *   read  `<lineNo>\t<text>`      grep  `path:line:text` (text cut to 300 chars + `…`)
  *   find  one path per line, directories end with `/`

@@ -84,8 +84,8 @@ describeBackend('docker launcher', status, () => {
     expect(info.Config.User).toBe('65534:65534');
     expect(info.Config.Labels?.['org.fusion.child']).toBe('1');
     expect(info.Config.Env).toEqual(['PATH=/usr/local/bin:/usr/bin:/bin']);
-    // No code dir bound: the image's own /opt/fusion/agent/child-main.js runs (and fails on the missing request).
-    const { exit, stderr } = await run(launcher, scratch, { command: ['node', '/opt/fusion/agent/child-main.js'], codeDir: undefined });
+    // No code dir bound: the image's own /opt/fusion/sandbox/child-main.js runs (and fails on the missing request).
+    const { exit, stderr } = await run(launcher, scratch, { command: ['node', '/opt/fusion/sandbox/child-main.js'], codeDir: undefined });
     expect(exit).toMatchObject({ reason: 'exited', exitCode: 1 });
     expect(stderr).toMatch(/"code":"invalid_input".*request\.json/);
   });

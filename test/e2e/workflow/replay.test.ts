@@ -16,7 +16,7 @@ import { rejectionOf } from '../../../src/contracts/tool-rejection.js';
 import type { BrokerRecord, ToolCallLogRecord } from '../../../src/contracts/broker-record.js';
 import { crossCheckConversation } from '../../../src/audit/cross-check.js';
 import { buildReplayRecord, compareReplay, replayInSandbox, replayInputs, replayRecordOffline } from '../../../src/audit/replay.js';
-import { runTool } from '../../../agent/tools/index.js';
+import { runTool } from '../../../sandbox/tools/index.js';
 import { DIST, copyFixtureRepo, describeWithBwrap } from './helpers.js';
 
 const sha = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');

@@ -3,7 +3,7 @@ import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createBrokerClient, type BrokerClient } from '../../../agent/broker-client.js';
+import { createBrokerClient, type BrokerClient } from '../../../sandbox/broker-client.js';
 import { redactSecrets } from '../../../src/contracts/secret-redaction.js';
 import { BROKER_MESSAGES, startBroker, type BrokerFetcher, type BrokerHandle, type BrokerOptions } from '../../../src/broker/broker-server.js';
 import type { FetchRequest, ModelTurnRequest } from '../../../src/contracts/broker-protocol.js';

@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CHILD_PATHS, parseChildArgs, parseChildRequest, runChild } from '../../../agent/child-main.js';
+import { CHILD_PATHS, parseChildArgs, parseChildRequest, runChild } from '../../../sandbox/child-main.js';
 import { startBroker, type BrokerHandle } from '../../../src/broker/broker-server.js';
 import { crossCheckBrokerRecord } from '../../../src/audit/cross-check.js';
 import { verifyToolCallLog } from '../../../src/audit/verify-log.js';
@@ -164,20 +164,20 @@ describe('child-main compiled, run with plain node outside the repository', () =
 
   beforeAll(() => {
     build = tempDir('fusion-child-build-');
-    // The same options as tsconfig.json; the output tree mirrors dist/ (agent/, src/contracts/).
+    // The same options as tsconfig.json; the output tree mirrors dist/ (sandbox/, src/contracts/).
     const compiled = spawnSync(
       process.execPath,
       [
         join(REPO_ROOT, 'node_modules/typescript/bin/tsc'),
         '--ignoreConfig', '--outDir', build.dir, '--rootDir', REPO_ROOT, '--module', 'nodenext', '--moduleResolution', 'nodenext',
         '--target', 'es2022', '--lib', 'es2023', '--types', 'node', '--skipLibCheck', '--verbatimModuleSyntax',
-        join(REPO_ROOT, 'agent/child-main.ts'),
+        join(REPO_ROOT, 'sandbox/child-main.ts'),
       ],
       { cwd: REPO_ROOT, encoding: 'utf8' },
     );
     // Type errors elsewhere do not block emit; a missing entry below is the real failure.
     if (compiled.status !== 0) console.warn(`tsc reported: ${compiled.stdout.slice(0, 2000)}`);
-    entry = join(build.dir, 'agent/child-main.js');
+    entry = join(build.dir, 'sandbox/child-main.js');
   }, 120_000);
   afterAll(() => build.cleanup());
 

@@ -66,7 +66,7 @@ describe('docker container configuration', () => {
     const config = containerConfig({
       spec: {
         taskId: 'task/1', label: 'candidate-1.attempt-1', repoDir: '/r', outDir: '/o', codeDir: '/c', brokerSocketPath: '/s/broker.sock',
-        command: ['node', '/opt/fusion/agent/child-main.js'], env: { HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' }, limits,
+        command: ['node', '/opt/fusion/sandbox/child-main.js'], env: { HOME: '/tmp', NODE_OPTIONS: '--max-old-space-size=512' }, limits,
       },
       image: 'fusion-child:test', identity: { uid: 65534, gid: 65534, dropPrivileges: true }, nanoCpus: 1e9, owner: 'me',
       requestCopy: '/x/request.json', seccompOpt: 'seccomp={}',
@@ -90,7 +90,7 @@ describe('docker container configuration', () => {
     });
     expect(config).toMatchObject({
       Image: 'fusion-child:test', User: '65534:65534', WorkingDir: '/repo', NetworkDisabled: true, Tty: false, OpenStdin: false,
-      Cmd: ['node', '/opt/fusion/agent/child-main.js'],
+      Cmd: ['node', '/opt/fusion/sandbox/child-main.js'],
       Labels: { [LABELS.sandbox]: '1', [LABELS.owner]: 'me', [LABELS.taskId]: 'task/1', [LABELS.attempt]: 'candidate-1.attempt-1' },
     });
     // `HOSTNAME` without `=` unsets the variable the engine would add (the child sees exactly three).

@@ -13,7 +13,7 @@ import { normalizeToolInput } from '../../../../src/contracts/tool-input.js';
 import type { ModelProvider } from '../../../../src/models/port.js';
 import { parseCitedLines, parseCitedUrls } from '../../../../src/models/builtin/citations.js';
 import { candidateSystemPrompt, candidateUserPrompt, evaluatorSystemPrompt, evaluatorUserPrompt, mergerSystemPrompt, mergerUserPrompt, messages } from '../../../../src/contracts/prompts.js';
-import { runTool, TOOL_SPECS } from '../../../../agent/tools/index.js';
+import { runTool, TOOL_SPECS } from '../../../../sandbox/tools/index.js';
 
 export const IPADDR_ROOT = path.resolve('node_modules/ipaddr.js');
 export const FIXTURE_ROOT = path.resolve('test/fixtures/builtin-repo');

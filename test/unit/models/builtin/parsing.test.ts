@@ -5,7 +5,7 @@ import { definedName } from '../../../../src/models/builtin/definitions.js';
 import { extractTerms, requestFields, stem } from '../../../../src/models/builtin/terms.js';
 import { parseFind, parseGrep, parseLs, parseRead } from '../../../../src/models/builtin/tool-output.js';
 import { isToolErrorText } from '../../../../src/models/builtin/transcript.js';
-import { runTool } from '../../../../agent/tools/index.js';
+import { runTool } from '../../../../sandbox/tools/index.js';
 import { IPADDR_ROOT } from './harness.js';
 
 function request(fields: Record<string, unknown>): string {

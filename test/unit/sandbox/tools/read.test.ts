@@ -1,7 +1,7 @@
 import { symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readTool } from '../../../../agent/tools/read.js';
+import { readTool } from '../../../../sandbox/tools/read.js';
 import { errorText, FIXTURE_REPO, makeTempRepo, okText, removeTempRepo } from './helpers.js';
 
 let tmp: string;

@@ -1,7 +1,7 @@
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grepTool } from '../../../../agent/tools/grep.js';
+import { grepTool } from '../../../../sandbox/tools/grep.js';
 import { errorText, FIXTURE_REPO, makeTempRepo, okText, removeTempRepo } from './helpers.js';
 
 let tmp: string;

@@ -9,7 +9,7 @@
  * A later offline replay whose result differs can then tell "the repository changed since the
  * run" (a recorded digest differs) from a real mismatch (every recorded digest is equal).
  *
- * Node builtins only: this file runs inside the sandbox (agent/replay-main.ts) and in the
+ * Node builtins only: this file runs inside the sandbox (sandbox/replay-main.ts) and in the
  * offline verifier.
  */
 import { readdir } from 'node:fs/promises';

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runAgentLoop } from '../../../agent/agent-loop.js';
-import { openToolCallLog } from '../../../agent/audit-log.js';
-import { createBrokerClient } from '../../../agent/broker-client.js';
-import { WEB_FETCH_MESSAGES, checkWebFetchArgs, childCanonicalUrl, runWebFetchTool } from '../../../agent/web-fetch-tool.js';
+import { runAgentLoop } from '../../../sandbox/agent-loop.js';
+import { openToolCallLog } from '../../../sandbox/audit-log.js';
+import { createBrokerClient } from '../../../sandbox/broker-client.js';
+import { WEB_FETCH_MESSAGES, checkWebFetchArgs, childCanonicalUrl, runWebFetchTool } from '../../../sandbox/web-fetch-tool.js';
 import { crossCheckBrokerRecord } from '../../../src/audit/cross-check.js';
 import { verifyToolCallLog } from '../../../src/audit/verify-log.js';
 import type { FetchResponse } from '../../../src/contracts/broker-protocol.js';

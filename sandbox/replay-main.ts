@@ -1,7 +1,7 @@
 /**
  * Entry point of a replay sandbox: the same sandbox policy and limits as a candidate.
  *   1. read /run/fusion/request.json: { schema_version, tools, calls? , feed? }
- *   2. replay each repository tool call over /repo (agent/replay-core.ts): the listed `calls`,
+ *   2. replay each repository tool call over /repo (sandbox/replay-core.ts): the listed `calls`,
  *      or, with `feed: true`, the calls the supervisor streams over /run/fusion/broker.sock while
  *      the candidate is still running (`GET /calls?after=N` → { calls: [{index, name, arguments}], done })
  *   3. write /out/replay.json: { schema_version, calls: [ReplayedCall…] } (O_EXCL, fsynced)

@@ -1,5 +1,5 @@
 /**
- * The sandbox entry: `node /opt/fusion/agent/child-main.js` (the compiled tree is bound at
+ * The sandbox entry: `node /opt/fusion/sandbox/child-main.js` (the compiled tree is bound at
  * /opt/fusion, so `../src/contracts/constants.js` resolves inside it). Node builtins and the
  * other sandbox files only.
  *

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { replayCalls } from '../../../agent/replay-core.js';
+import { replayCalls } from '../../../sandbox/replay-core.js';
 
 const sha = (b: string | Buffer): string => createHash('sha256').update(b).digest('hex');
 let dir = '';

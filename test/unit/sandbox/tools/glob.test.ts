@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileGlob, GlobSyntaxError, matchGlob } from '../../../../agent/tools/glob.js';
+import { compileGlob, GlobSyntaxError, matchGlob } from '../../../../sandbox/tools/glob.js';
 
 const cases: [pattern: string, path: string, expected: boolean][] = [
   // *

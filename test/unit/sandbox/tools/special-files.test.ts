@@ -9,11 +9,11 @@ import { mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findTool } from '../../../../agent/tools/find.js';
-import { grepTool } from '../../../../agent/tools/grep.js';
-import { lsTool } from '../../../../agent/tools/ls.js';
-import { openRegularFile } from '../../../../agent/tools/open-regular.js';
-import { readTool } from '../../../../agent/tools/read.js';
+import { findTool } from '../../../../sandbox/tools/find.js';
+import { grepTool } from '../../../../sandbox/tools/grep.js';
+import { lsTool } from '../../../../sandbox/tools/ls.js';
+import { openRegularFile } from '../../../../sandbox/tools/open-regular.js';
+import { readTool } from '../../../../sandbox/tools/read.js';
 import { errorText, makeTempRepo, okText, removeTempRepo } from './helpers.js';
 
 let tmp: string;

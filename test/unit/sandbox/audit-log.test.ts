@@ -6,7 +6,7 @@ import {
   openToolCallLog,
   toolCallLogFileName,
   type ToolCallLog,
-} from '../../../agent/audit-log.js';
+} from '../../../sandbox/audit-log.js';
 import { verifyToolCallLog } from '../../../src/audit/verify-log.js';
 import { CANDIDATE_TOOLS, CHILD_LIMITS, SCHEMA } from '../../../src/contracts/constants.js';
 import { DECLARED, sha256, tempDir } from '../audit/log-fixtures.js';

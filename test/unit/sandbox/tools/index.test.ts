@@ -2,7 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CANDIDATE_TOOLS } from '../../../../src/contracts/constants.js';
-import { runTool, TOOL_SPECS, TOOLS } from '../../../../agent/tools/index.js';
+import { runTool, TOOL_SPECS, TOOLS } from '../../../../sandbox/tools/index.js';
 import { FIXTURE_REPO } from './helpers.js';
 
 describe('tool registry', () => {
@@ -40,9 +40,9 @@ describe('tool registry', () => {
 
 describe('sandbox import rule (docs/architecture.md#rule-4)', () => {
   it('tool code imports only node builtins and sibling files at run time', async () => {
-    const toolsDir = fileURLToPath(new URL('../../../../agent/tools/', import.meta.url));
+    const toolsDir = fileURLToPath(new URL('../../../../sandbox/tools/', import.meta.url));
     const files = (await readdir(toolsDir)).filter((f) => f.endsWith('.ts')).map((f) => `${toolsDir}${f}`);
-    files.push(fileURLToPath(new URL('../../../../agent/path-confine.ts', import.meta.url)));
+    files.push(fileURLToPath(new URL('../../../../sandbox/path-confine.ts', import.meta.url)));
     for (const file of files) {
       const source = await readFile(file, 'utf8');
       for (const m of source.matchAll(/^(import|export)\s+(type\s+)?[^;]*?from\s+'([^']+)'/gms)) {

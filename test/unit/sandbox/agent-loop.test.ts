@@ -1,9 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ANSWER_FILE, RESULT_FILE, answerCapBytes, modelRequestLimitMessage, runAgentLoop, toolSpecsFor } from '../../../agent/agent-loop.js';
-import { TOOL_CALL_LIMIT_MESSAGE, openToolCallLog, type ToolCallLog } from '../../../agent/audit-log.js';
-import { createBrokerClient } from '../../../agent/broker-client.js';
+import { ANSWER_FILE, RESULT_FILE, answerCapBytes, modelRequestLimitMessage, runAgentLoop, toolSpecsFor } from '../../../sandbox/agent-loop.js';
+import { TOOL_CALL_LIMIT_MESSAGE, openToolCallLog, type ToolCallLog } from '../../../sandbox/audit-log.js';
+import { createBrokerClient } from '../../../sandbox/broker-client.js';
 import type { ChildOutcome, ChildRequest } from '../../../src/contracts/broker-protocol.js';
 import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT } from '../../../src/contracts/constants.js';
 import { verifyToolCallLog } from '../../../src/audit/verify-log.js';

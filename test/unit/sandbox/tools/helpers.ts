@@ -2,7 +2,7 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ToolResult } from '../../../../agent/tools/types.js';
+import type { ToolResult } from '../../../../sandbox/tools/types.js';
 
 export const FIXTURE_REPO = fileURLToPath(new URL('../../../fixtures/tools-repo', import.meta.url));
 

@@ -1,7 +1,7 @@
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PathConfineError, resolveInRepo } from '../../../../agent/path-confine.js';
+import { PathConfineError, resolveInRepo } from '../../../../sandbox/path-confine.js';
 import { makeTempRepo, removeTempRepo } from './helpers.js';
 
 let repo: string;
