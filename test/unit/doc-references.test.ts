@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const SCANNED = ['src', 'agent', 'jobs', 'test', 'bench', 'scripts', 'mk', 'docs', 'Makefile', 'README.md', '.ci'];
+const SCANNED = ['src', 'sandbox', 'jobs', 'test', 'bench', 'scripts', 'mk', 'docs', 'Makefile', 'README.md', '.ci'];
 const SELF = 'test/unit/doc-references.test.ts';
 
 function trackedFiles(): string[] {
