@@ -1,4 +1,4 @@
-// Issue 3: what a sandboxed candidate costs to start, and what a whole builtin run costs.
+// What a sandboxed candidate costs to start, and what a whole builtin run costs.
 //
 //   host_node_ms          `node -e 0` on the host, no sandbox (reference)
 //   bare_bwrap_ms         `bwrap --unshare-all --die-with-parent <runtime binds> node -e 0`, spawn → exit
@@ -39,7 +39,7 @@ function stats(samples) {
 export async function prerequisites() {
   const missing = [];
   if (!existsSync(BWRAP)) missing.push(`${BWRAP} is missing (apt-get install bubblewrap)`);
-  if (!existsSync(join(DIST, 'agent', 'child-main.js'))) missing.push('dist/ is not built (make build)');
+  if (!existsSync(join(DIST, 'sandbox', 'child-main.js'))) missing.push('dist/ is not built (make build)');
   if (missing.length > 0) return missing;
   const { createBwrapLauncher } = await import('../dist/src/launcher/bwrap.js');
   const { silentLogger } = await import('../dist/src/log.js');

@@ -1,5 +1,5 @@
 /**
- * Builds dist/ once before any test: the sandbox child, the Bree stage worker and the daemon
+ * Builds dist/ once before any test: the sandbox child, the stage worker and the daemon
  * processes spawned by integration tests run the compiled JavaScript, never stale output; and the
  * native SO_PEERCRED addon when it is missing.
  */

@@ -47,7 +47,7 @@ As root, CMD runs as a uid of its own from --sandbox-uids (default 2100000000-21
 /** The built tree bound at /opt/fusion (dist/ when running compiled), when it holds the child. */
 function childCodeDir(): string | undefined {
   const dir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  return existsSync(join(dir, 'agent', 'child-main.js')) ? dir : undefined;
+  return existsSync(join(dir, 'sandbox', 'child-main.js')) ? dir : undefined;
 }
 
 function exitCodeOf(exit: SandboxExit): number {

@@ -1,6 +1,6 @@
 /**
  * Shared set-up for the bwrap e2e suites: the skip rule here; scratch directories, the log capture
- * and `run()` come from ../shared/.
+ * and `run()` come from test/e2e/shared/.
  */
 import { existsSync } from 'node:fs';
 import { describe, it } from 'vitest';

@@ -38,7 +38,7 @@ import { BWRAP_PATH, DIST, FIXTURE_REPO, REFILL_ARGS, builtin, builtinRoster, ca
 
 const IS_ROOT = process.getuid?.() === 0;
 const IN_CI = process.env.CI === 'true';
-const READY = IS_ROOT && existsSync(BWRAP_PATH) && existsSync(join(DIST, 'agent', 'child-main.js'));
+const READY = IS_ROOT && existsSync(BWRAP_PATH) && existsSync(join(DIST, 'sandbox', 'child-main.js'));
 const suite = READY ? describe : IN_CI ? describe : describe.skip;
 if (!READY && !IN_CI) process.stderr.write('\n*** SKIPPED test/e2e/callers/repo-snapshot.test.ts: it needs root (useradd, setpriv), bwrap and a built dist/. ***\n\n');
 

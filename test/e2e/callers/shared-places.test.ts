@@ -27,7 +27,7 @@ import { BWRAP_PATH, DIST, REFILL_ARGS, ROOT, copyFixtureRepo, waitFor } from '.
 
 const IS_ROOT = process.getuid?.() === 0;
 const IN_CI = process.env.CI === 'true';
-const missing = !IS_ROOT ? 'it needs root (useradd, setpriv)' : !existsSync(BWRAP_PATH) ? `${BWRAP_PATH} is missing` : !existsSync(join(DIST, 'agent', 'child-main.js')) ? 'dist/ is not built' : undefined;
+const missing = !IS_ROOT ? 'it needs root (useradd, setpriv)' : !existsSync(BWRAP_PATH) ? `${BWRAP_PATH} is missing` : !existsSync(join(DIST, 'sandbox', 'child-main.js')) ? 'dist/ is not built' : undefined;
 const suite = missing === undefined || IN_CI ? describe : describe.skip;
 if (missing !== undefined && !IN_CI) process.stderr.write(`\n*** SKIPPED test/e2e/callers/shared-places.test.ts: ${missing}. ***\n\n`);
 

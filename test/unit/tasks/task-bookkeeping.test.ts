@@ -1,5 +1,5 @@
 /**
- * Flat memory (issue 16): the task service's per-task bookkeeping (run controllers, queued marks,
+ * Flat memory: the task service's per-task bookkeeping (run controllers, queued marks,
  * waiting places, bus publish cursors, bus listeners) is empty again once the tasks ended, however
  * they ended, so a long-running daemon holds nothing per finished task.
  */
