@@ -16,4 +16,6 @@ export default function setup(): void {
   }
   if (process.env.FUSION_TEST_SKIP_BUILD === '1') return;
   execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit', cwd: root });
+  // Each vitest project runs the global setup; the first one's build serves them all.
+  process.env.FUSION_TEST_SKIP_BUILD = '1';
 }
