@@ -1,4 +1,4 @@
-// Issue 3: what a sandboxed candidate costs to start, and what a whole builtin run costs.
+// What a sandboxed candidate costs to start, and what a whole builtin run costs.
 //
 //   host_node_ms          `node -e 0` on the host, no sandbox (reference)
 //   bare_bwrap_ms         `bwrap --unshare-all --die-with-parent <runtime binds> node -e 0`, spawn → exit

@@ -1,4 +1,4 @@
-// Issue 12: cluster mode (PostgreSQL store + BullMQ task queue), on throwaway PostgreSQL and
+// Cluster mode (docs/operations.md#cluster-mode) (PostgreSQL store + BullMQ task queue), on throwaway PostgreSQL and
 // Redis servers started by this bench (scripts/throwaway-servers.mjs).
 //
 // 1. Receipt latency in cluster mode over the daemon's Unix socket, against a floor measured in

@@ -1,4 +1,4 @@
-// Issue 16: receipts under a flood. 1000 concurrent submits (BENCH_FLOOD; BENCH_SHORT 200) over
+// Receipts under a flood (admission control, docs/behaviour.md#b2). 1000 concurrent submits (BENCH_FLOOD; BENCH_SHORT 200) over
 // the daemon's Unix socket, against the single-client receipt p50 measured in the same run on
 // the same home. Every reply counts in the p99 (a `busy` answer is a receipt too: the caller
 // learns at once what to do, docs/behaviour.md#b2).

@@ -1,4 +1,4 @@
-// Issue 2: receipt latency over the daemon's Unix socket, against a floor measured in the same
+// Receipt latency (docs/behaviour.md#f1) over the daemon's Unix socket, against a floor measured in the same
 // run on the same filesystem.
 //
 //   receipt  POST /v1/tasks/investigate round trip (durable preflight: task dir, canonical input

@@ -1,4 +1,4 @@
-// Issue 16: flat memory and bounded disk. A real daemon process (builtin engine, bwrap) runs
+// Flat memory and bounded disk (docs/operations.md#benchmarks). A real daemon process (builtin engine, bwrap) runs
 // builtin tasks over the e2e fixture repository; its RSS is read idle after GC (--expose-gc,
 // bench/steady-daemon.mjs) after the first 10 tasks and after N more (BENCH_STEADY_TASKS,
 // default 1000, BENCH_SHORT 20). Goal: RSS(after N) ≤ 1.2 × RSS(after 10). Also reported: bytes

@@ -472,7 +472,7 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
     ...(cluster !== undefined ? { cluster } : {}),
     bundles,
   });
-  // On a full disk the daemon starts read-only (issue 16): status and results are served;
+  // On a full disk the daemon starts read-only (docs/behaviour.md#b13-storage): status and results are served;
   // nothing is accepted, resumed or sealed until space is freed and the daemon restarted, so
   // an interrupted task is not failed for want of a write (it resumes at the next start).
   const startFree = freeBytesOrUndefined(config.home);

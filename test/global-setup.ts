@@ -1,5 +1,5 @@
 /**
- * Builds dist/ once before any test: the sandbox child, the Bree stage worker and the daemon
+ * Builds dist/ once before any test: the sandbox child, the stage worker and the daemon
  * processes spawned by integration tests run the compiled JavaScript, never stale output; and the
  * native SO_PEERCRED addon when it is missing.
  */
@@ -16,4 +16,6 @@ export default function setup(): void {
   }
   if (process.env.FUSION_TEST_SKIP_BUILD === '1') return;
   execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit', cwd: root });
+  // Each vitest project runs the global setup; the first one's build serves them all.
+  process.env.FUSION_TEST_SKIP_BUILD = '1';
 }

@@ -2,7 +2,7 @@
  * The all-tasks event stream of a non-privileged caller carries only its own tasks' events. Each
  * task's owner is looked up once per stream and remembered until the task's terminal event: a
  * stream can follow for days, and a memo kept for every task it ever saw would grow with each
- * task the daemon runs (issue 16, flat memory).
+ * task the daemon runs.
  */
 import type { TaskEvent } from '../store/port.js';
 

@@ -1,5 +1,5 @@
 /**
- * The socket API's strict HTTP (issue 16): what Node would answer in plain text (bad request
+ * The socket API's strict HTTP: what Node would answer in plain text (bad request
  * lines, oversized headers, timeouts) is answered in the one JSON error envelope, and requests
  * are checked before any route sees them: URL length, and a JSON media type for every body.
  */

@@ -1,5 +1,5 @@
 /**
- * Cross-check of the child's sealed log against the broker's own record (docs/behaviour.md#d7 [beyond]).
+ * Cross-check of the child's sealed log against the broker's own record (docs/behaviour.md#d7).
  *
  * The broker is the child's only route to the network, so its record is the ground truth of
  * what was fetched. The child's log must tell the same story: the same fetches in the same

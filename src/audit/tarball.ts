@@ -1,5 +1,5 @@
 /**
- * Sealed attempt tarballs (docs/behaviour.md#d7 [beyond]): every regular file of an attempt directory (log,
+ * Sealed attempt tarballs (docs/behaviour.md#d7): every regular file of an attempt directory (log,
  * seal, answer, request, …) packed into one tar whose sha256 the supervisor records, and signs
  * with an HMAC where a key is configured, so any later change to the evidence is detected.
  *

@@ -236,7 +236,7 @@ export async function sealTask(deps: SealDeps, taskId: string): Promise<TaskTarb
 /**
  * Once a task's tarball is sealed (and committed), it is the one copy of every attempt: the
  * unpacked attempt directories, the per-attempt `.tar` files and the replay records are removed
- * from the task directory (issue 16: each attempt is kept once). What stays: the preflight copies
+ * from the task directory, so each attempt is kept once and disk use stays bounded. What stays: the preflight copies
  * and `result/` (the delivered answer file). bg_result then checks the attempts against the
  * sealed tarball, and `fusion audit verify` re-derives each attempt digest from its members.
  */

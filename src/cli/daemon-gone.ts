@@ -1,5 +1,5 @@
 /**
- * Honest waiting (issue 16): when the daemon goes away under `fusion wait` or `--wait`, the task
+ * Honest waiting: when the daemon goes away under `fusion wait` or `--wait`, the task
  * has not failed. Say what happened and what to do (exit 3), never "task failed" (exit 1).
  */
 import { FusionError } from '../errors.js';

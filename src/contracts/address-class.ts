@@ -62,7 +62,7 @@ const sixToFourBits = (a: ipaddr.IPv6): ipaddr.IPv4 => v4FromWords(word(a, 1), w
 /** Teredo (RFC 4380): the client's public IPv4 is the last 32 bits XORed with 0xffffffff. */
 const teredoClientBits = (a: ipaddr.IPv6): ipaddr.IPv4 => v4FromWords(word(a, 6) ^ 0xffff, word(a, 7) ^ 0xffff);
 
-/** docs/behaviour.md#e3 IPv4 deny list plus [beyond] entries. Specific entries precede the ranges holding them. */
+/** docs/behaviour.md#e3 IPv4 deny list, with the entries it lists as beyond the original. Specific entries precede the ranges holding them. */
 const IPV4_DENY: readonly DenyEntry[] = [
   entry('0.0.0.0/8', 'this network (unspecified)'),
   entry('10.0.0.0/8', 'private network'),
@@ -79,12 +79,12 @@ const IPV4_DENY: readonly DenyEntry[] = [
   entry('224.0.0.0/4', 'multicast'),
   entry('255.255.255.255/32', 'limited broadcast'),
   entry('240.0.0.0/4', 'reserved'),
-  // [beyond] the original let these through at transport level.
+  // Beyond the original (docs/behaviour.md#e3): it let these through at transport level.
   entry('168.63.129.16/32', 'Azure platform endpoint (wireserver)'),
   entry('192.88.99.0/24', '6to4 relay anycast'),
 ];
 
-/** docs/behaviour.md#e3 IPv6 deny list plus [beyond] entries. Specific entries precede the ranges holding them. */
+/** docs/behaviour.md#e3 IPv6 deny list, with the entries it lists as beyond the original. Specific entries precede the ranges holding them. */
 const IPV6_DENY: readonly DenyEntry[] = [
   entry('::/128', 'unspecified'),
   entry('::1/128', 'loopback'),

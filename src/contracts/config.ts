@@ -24,8 +24,8 @@ export const DaemonConfigSchema = z
     /**
      * Keep each attempt's unpacked files and attempt .tar in the task directory, and the task's
      * stage checkpoints in the database, after the task tarball is sealed. Default false: once
-     * sealed, the task tarball (in the database) is the one copy (issue 16: each attempt kept
-     * once unless the admin asks).
+     * sealed, the task tarball (in the database) is the one copy, so disk use per task stays bounded
+     * unless the admin asks otherwise.
      */
     keepAttemptFiles: z.boolean().default(false),
     sandbox: z.enum(SANDBOX_CHOICES).default('auto'),
@@ -45,7 +45,7 @@ export const DaemonConfigSchema = z
     candidateModels: z.array(z.string().min(1)).default([]),
     evaluatorModel: z.string().min(1).optional(),
     mergerModel: z.string().min(1).optional(),
-    /** Egress admin seams (docs/behaviour.md#e, issue 5): `host:ip` overrides and CIDRs treated as public. */
+    /** Egress admin seams (docs/operations.md#egress-admin-seams): `host:ip` overrides and CIDRs treated as public. */
     egressResolve: z.array(z.string()).default([]),
     egressAllowCidrs: z.array(z.string()).default([]),
     /** Opt-in TCP listener for the research API, `HOST:PORT`; loopback unless listenPublic. */

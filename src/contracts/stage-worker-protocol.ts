@@ -1,6 +1,6 @@
 /**
  * Messages between the daemon and a pooled stage worker thread (`jobs/stage-worker.ts`). A worker
- * lives across stage runs (issue 16: a fresh worker thread per stage left native memory behind),
+ * lives across stage runs (a fresh worker thread per stage left native memory behind),
  * so each run is one `run` message answered by one `done` message with the same id.
  */
 export interface StageRunData {

@@ -82,7 +82,7 @@ class Checker {
     // Unknown keys sorted so the message does not depend on the caller's key order.
     const unknown = Object.keys(record).filter((key) => !allowed.includes(key)).sort();
     if (unknown.length > 0) this.fail(`${label} contains unsupported key(s): ${unknown.join(', ')}`, path, { keys: unknown });
-    // Missing keys in declaration order, as the SPEC lists them (objective, background, …).
+    // Missing keys in declaration order (objective, background, …), as docs/behaviour.md#a lists them.
     const missing = required.filter((key) => !Object.hasOwn(record, key));
     if (missing.length > 0) this.fail(`${label} missing required key(s): ${missing.join(', ')}`, path, { keys: missing });
   }

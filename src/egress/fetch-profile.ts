@@ -61,7 +61,7 @@ export interface FetchProfile {
   allowHosts?: ReadonlySet<string>;
 }
 
-/** Accept header of the research profile: the seed's page types, no Markdown. */
+/** Accept header of the research profile: the page types a research crawl keeps (RESEARCH_MEDIA_TYPES), no Markdown. */
 export const RESEARCH_ACCEPT_HEADER = 'text/html, application/xhtml+xml;q=0.9, text/plain;q=0.8';
 
 /**

@@ -296,7 +296,7 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 4,
     name: 'research-run-details',
-    // What the research service records beyond the seed's columns: the User-Agent the crawl
+    // What the research service records beyond the columns of migration 2: the User-Agent the crawl
     // used, the crawl's robots.txt notes and skipped URLs, when it started and ended, and how
     // many times it was claimed (a retried queue job re-claims a run left running).
     sqlite: `

@@ -204,7 +204,7 @@ export interface Store {
   saveCheckpoint(taskId: string, key: string, value: string): Promise<void>;
   getCheckpoint(taskId: string, key: string): Promise<string | null>;
   /**
-   * Drops a task's checkpoints once its sealed tarball holds them (issue 16: kept once). Only
+   * Drops a task's checkpoints once its sealed tarball holds them, so each is kept once. Only
    * for a task that has a tarball (a no-op otherwise: resume still needs them); returns how many
    * were dropped. (Port addition: an adapter may implement it as that one guarded DELETE.)
    */

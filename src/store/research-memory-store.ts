@@ -1,5 +1,5 @@
 /**
- * In-memory research run store (`--research-store memory`): the seed's process-local mode. Runs,
+ * In-memory research run store (`--research-store memory`, docs/behaviour.md#g7): the process-local mode. Runs,
  * snapshots and documents are lost when the daemon stops (it says so at start-up). Same
  * compare-and-set semantics as the SQLite adapter; JavaScript's single thread makes each method
  * atomic because none awaits between its read and its write.

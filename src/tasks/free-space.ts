@@ -1,5 +1,5 @@
 /**
- * Full disk is a state, not a bug (issue 16): a submit is refused with `storage_full` while the
+ * Full disk is a state, not a bug (docs/behaviour.md#b13-storage): a submit is refused with `storage_full` while the
  * data directory's filesystem has less free space than the configured reserve, so no receipt is
  * issued for a task whose records could not be written.
  */

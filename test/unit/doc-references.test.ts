@@ -1,14 +1,18 @@
 /**
  * The repository stands on its own: code, tests, benchmarks, build files and docs cite only
  * documents that are in the repository, and every `docs/<file>.md#anchor` they cite exists.
+ * Comments in code say why on their own: ESLint's `fusion/standalone-comments` rule
+ * (eslint.config.js) refuses a tracker number, an outside source document or a private marker in a
+ * comment; the same pattern is checked here over the files ESLint does not read (docs, scripts).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const SCANNED = ['src', 'sandbox', 'jobs', 'test', 'bench', 'scripts', 'mk', 'docs', 'Makefile', 'README.md', '.ci'];
+const SCANNED = ['src', 'sandbox', 'jobs', 'examples', 'test', 'bench', 'scripts', 'mk', 'docs', 'Makefile', 'README.md', '.ci'];
 const SELF = 'test/unit/doc-references.test.ts';
 
 function trackedFiles(): string[] {
@@ -39,6 +43,15 @@ describe('document references', () => {
     const spec = 'SPEC';
     const outside = new RegExp(`${spec} §|${spec} section|${spec}\\.md|DESIGN\\.md|DESIGN "|STYLE\\.md|shared/(?:${spec}|DESIGN|STYLE|seeds)`, 'u');
     const offenders = files.filter((f) => outside.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(offenders).toEqual([]);
+  });
+
+  it('docs, build files and scripts cite no issue number, outside source document or private marker', async () => {
+    const { FOREIGN_REFERENCE } = (await import(pathToFileURL(join(ROOT, 'eslint.config.js')).href)) as { FOREIGN_REFERENCE: RegExp };
+    const linted = /\.(?:[cm]?js|ts)$/u;
+    const pattern = new RegExp(FOREIGN_REFERENCE.source, 'gmu');
+    const offenders = files.filter((f) => !linted.test(f)).flatMap((f) =>
+      [...readFileSync(join(ROOT, f), 'utf8').matchAll(pattern)].map((m) => `${f}: ${m[0].trim()}`));
     expect(offenders).toEqual([]);
   });
 

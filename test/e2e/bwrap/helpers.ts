@@ -1,9 +1,8 @@
 /**
  * Shared set-up for the bwrap e2e suites: the skip rule here; scratch directories, the log capture
- * and `run()` come from ../shared/.
+ * and `run()` come from test/e2e/shared/.
  */
-import { existsSync } from 'node:fs';
-import { describe, it } from 'vitest';
+import { describeWithBwrap as describeWithBwrapGate } from '../../helpers/gates.js';
 
 export { captureLogs, type LogCapture } from '../shared/logs.js';
 export { IS_ROOT, limits, makeScratch, PROBES_DIR, probe, run, type RunResult, type RunSpec, type Scratch } from '../shared/sandbox.js';
@@ -15,19 +14,5 @@ export const BWRAP_PATH = '/usr/bin/bwrap';
  * (`CI=true`) it fails, so the containment proof can never silently disappear.
  */
 export function describeWithBwrap(name: string, body: () => void): void {
-  if (existsSync(BWRAP_PATH)) {
-    describe(name, body);
-    return;
-  }
-  const why = `${BWRAP_PATH} is missing: the bwrap containment suite cannot run (apt-get install bubblewrap)`;
-  if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('needs bubblewrap in CI', () => {
-        throw new Error(why);
-      });
-    });
-    return;
-  }
-  console.warn(`\n!!! SKIPPING "${name}": ${why}\n`);
-  describe.skip(name, body);
+  describeWithBwrapGate(name, body, { bwrap: true });
 }

@@ -21,12 +21,13 @@
  *
  * Needs root (useradd, setpriv) and bwrap; skips loudly elsewhere, fails under CI=true.
  */
+import { describeUnless, missingPrerequisite } from '../../helpers/gates.js';
 import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
 import { createStageWorkerPool, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import { FusionClient } from '../../../src/client/index.js';
@@ -34,13 +35,10 @@ import type { ModelProvider } from '../../../src/models/port.js';
 import { openSqliteStore } from '../../../src/store/sqlite-store.js';
 import { createBundleCache } from '../../../src/bundles/bundle-cache.js';
 import { pruneRepoSnapshots } from '../../../src/bundles/snapshot-retention.js';
-import { BWRAP_PATH, DIST, FIXTURE_REPO, REFILL_ARGS, builtin, builtinRoster, captureLogs, sleep, trackingLauncher, wrapProvider, type LaunchRecord } from '../workflow/helpers.js';
+import { DIST, FIXTURE_REPO, REFILL_ARGS, builtin, builtinRoster, captureLogs, sleep, trackingLauncher, wrapProvider, type LaunchRecord } from '../workflow/helpers.js';
 
-const IS_ROOT = process.getuid?.() === 0;
-const IN_CI = process.env.CI === 'true';
-const READY = IS_ROOT && existsSync(BWRAP_PATH) && existsSync(join(DIST, 'sandbox', 'child-main.js'));
-const suite = READY ? describe : IN_CI ? describe : describe.skip;
-if (!READY && !IN_CI) process.stderr.write('\n*** SKIPPED test/e2e/callers/repo-snapshot.test.ts: it needs root (useradd, setpriv), bwrap and a built dist/. ***\n\n');
+const missing = missingPrerequisite({ root: true, bwrap: true, dist: true });
+const suite = (name: string, body: () => void): void => describeUnless(missing, name, body);
 
 const sh = (cmd: string, ...args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
@@ -152,7 +150,7 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
   };
 
   beforeAll(async () => {
-    if (!READY) throw new Error('this suite needs root, bwrap and dist/ (CI=true forbids skipping it)');
+    if (missing !== undefined) throw new Error(`this suite cannot run: ${missing} (CI=true forbids skipping it)`);
     sh('groupadd', group);
     sh('groupadd', privGroup);
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', `${group},${privGroup}`, alice);

@@ -15,21 +15,19 @@
  *
  * Needs root (useradd, setpriv) and bwrap; skips loudly elsewhere, fails under CI=true.
  */
+import { describeUnless, missingPrerequisite } from '../../helpers/gates.js';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
 import { sha256Hex } from '../../../src/contracts/sha256.js';
-import { BWRAP_PATH, DIST, REFILL_ARGS, ROOT, copyFixtureRepo, waitFor } from '../workflow/helpers.js';
+import { DIST, REFILL_ARGS, ROOT, copyFixtureRepo, waitFor } from '../workflow/helpers.js';
 
-const IS_ROOT = process.getuid?.() === 0;
-const IN_CI = process.env.CI === 'true';
-const missing = !IS_ROOT ? 'it needs root (useradd, setpriv)' : !existsSync(BWRAP_PATH) ? `${BWRAP_PATH} is missing` : !existsSync(join(DIST, 'sandbox', 'child-main.js')) ? 'dist/ is not built' : undefined;
-const suite = missing === undefined || IN_CI ? describe : describe.skip;
-if (missing !== undefined && !IN_CI) process.stderr.write(`\n*** SKIPPED test/e2e/callers/shared-places.test.ts: ${missing}. ***\n\n`);
+const missing = missingPrerequisite({ root: true, bwrap: true, dist: true });
+const suite = (name: string, body: () => void): void => describeUnless(missing, name, body);
 
 const sh = (cmd: string, ...args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 

@@ -1,7 +1,7 @@
 /**
  * Shared set-up for the suites that run against every sandbox backend (containment) and for the
  * Docker launcher's own suite: which backends are usable here and building each `Launcher` the
- * way the daemon does. Scratch directories, the log capture and `run()` come from ../shared/.
+ * way the daemon does. Scratch directories, the log capture and `run()` come from test/e2e/shared/.
  *
  * Availability: a backend that is not usable skips loudly on a developer machine, and FAILS in
  * CI (`CI=true`), so the containment proof can never silently disappear there.

@@ -1,5 +1,5 @@
 /**
- * Issue 4 acceptance: `fusion investigate --sandbox docker … --wait` completes end to end with
+ * The Docker backend end to end: `fusion investigate --sandbox docker … --wait` completes end to end with
  * the builtin engine, through the real CLI (embedded daemon) and real containers.
  */
 import { spawnSync } from 'node:child_process';

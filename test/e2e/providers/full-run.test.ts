@@ -1,5 +1,5 @@
 /**
- * Issue 6 acceptance: full runs against fake model servers that speak the real OpenAI and
+ * Remote providers end to end: full runs against fake model servers that speak the real OpenAI and
  * Anthropic wire formats (loopback only), three different candidate models, a blind evaluator
  * that never learns which model wrote what, and a sentinel key that appears nowhere it must not.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 5 acceptance: a research run over a local origin, reached through the documented admin
+ * `fusion_research` end to end: a research run over a local origin, reached through the documented admin
  * seams (a static host override + an allow-listed loopback CIDR), completes with verified fetch
  * provenance in the sealed audit and a merged answer citing the page; a declared source that
  * resolves to 127.0.0.1 (not allow-listed) fails with blocked_address and a redirect there with

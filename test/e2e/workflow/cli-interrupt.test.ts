@@ -1,5 +1,5 @@
 /**
- * Ctrl-C on an embedded `fusion investigate --wait` (issue 16, honest clients): the CLI asks its
+ * Ctrl-C on an embedded `fusion investigate --wait` (honest clients, docs/behaviour.md#f): the CLI asks its
  * embedded daemon to stop gracefully, says what happens to the task and how to resume or
  * cancel it, exits 130, and the task is left non-terminal (resumable), not failed or cancelled.
  */

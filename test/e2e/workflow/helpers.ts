@@ -15,7 +15,6 @@ import { cpSync, chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { describe, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon, type DaemonOverrides } from '../../../src/main.js';
 import type { Logger } from '../../../src/log.js';
 import { createBwrapLauncher } from '../../../src/launcher/bwrap.js';
@@ -47,23 +46,7 @@ export const REFILL_ARGS = {
 export const RIGHT_FILE = 'src/token-bucket.js';
 
 /** Runs when bwrap exists. Locally a missing bwrap skips loudly; in CI it fails. */
-export function describeWithBwrap(name: string, body: () => void): void {
-  const missing = !existsSync(BWRAP_PATH) ? `${BWRAP_PATH} is missing (apt-get install bubblewrap)` : !existsSync(join(DIST, 'sandbox', 'child-main.js')) ? 'dist/ is not built (npx tsc -p tsconfig.build.json)' : undefined;
-  if (missing === undefined) {
-    describe(name, body);
-    return;
-  }
-  if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('needs its prerequisites in CI', () => {
-        throw new Error(missing);
-      });
-    });
-    return;
-  }
-  console.warn(`\n!!! SKIPPING "${name}": ${missing}\n`);
-  describe.skip(name, body);
-}
+export { describeWithBwrap } from '../../helpers/gates.js';
 
 // ---------------------------------------------------------------------------------------------
 // Fixture repository and scratch directories
@@ -371,15 +354,7 @@ export function ourSandboxProcesses(): ProcInfo[] {
   return treeOf(bwraps.map((p) => p.pid)).filter((p) => p.state !== 'Z' && p.state !== 'X');
 }
 
-export async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000, stepMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(stepMs);
-  }
-}
+export { waitFor } from '../../helpers/wait.js';
 
 // ---------------------------------------------------------------------------------------------
 // Answers

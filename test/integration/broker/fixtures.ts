@@ -2,9 +2,9 @@
  * Test fixtures for the agent loop and the broker: a scripted fake broker that speaks the real
  * wire protocol on a real Unix socket, a temp repository, and request builders.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tempDir as makeTempDir } from '../../helpers/temp-dir.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type {
   ChildRequest,
@@ -22,8 +22,8 @@ export interface TempDir {
 }
 
 export function tempDir(prefix: string): TempDir {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  const made = makeTempDir(prefix);
+  return { dir: made.path, cleanup: made.remove };
 }
 
 /** A small repository with a few files to search and read. */

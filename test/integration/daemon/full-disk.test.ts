@@ -1,5 +1,5 @@
 /**
- * Issue 16: a full disk is a state, not a bug. On a small tmpfs (mounted here; needs root, skipped
+ * A full disk is a state, not a bug. On a small tmpfs (mounted here; needs root, skipped
  * loudly otherwise and never skipped in CI): earlier results stay readable while the disk is
  * full, a submit is refused with storage_full (retryable, Retry-After) and nothing is created.
  */

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tempPath } from '../../helpers/temp-dir.js';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FusionClient } from '../../../src/client/index.js';
@@ -15,8 +14,9 @@ export interface DaemonProc {
   stderr: () => string;
 }
 
+/** A fresh data directory (test/helpers/temp-dir.ts); the caller removes it. */
 export function tempHome(prefix = 'fusion-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  return tempPath(prefix);
 }
 
 /** Starts the stub-workflow daemon as a real process on a real socket. */

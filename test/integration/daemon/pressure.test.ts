@@ -1,5 +1,5 @@
 /**
- * Issue 16: admission control and visible queueing over the real socket (stub workflow), and
+ * Admission control and visible queueing over the real socket (stub workflow), and
  * honest CLI answers under pressure: busy with Retry-After, `--state queued`, truncated lists,
  * a daemon that goes away under `fusion wait` (exit 3), EPIPE, a file given as --data.
  */

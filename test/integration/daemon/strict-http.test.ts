@@ -1,5 +1,5 @@
 /**
- * Issue 16: the socket API is strict HTTP. Every reply, including Node-level refusals
+ * The socket API is strict HTTP. Every reply, including Node-level refusals
  * (malformed request lines and headers, 431, 414, timeouts), is the JSON error envelope; bodies
  * need `Content-Type: application/json`; invalid UTF-8 and NUL in text fields are refused with
  * the field named. A seeded fuzz pass throws mutated requests at the real daemon socket.

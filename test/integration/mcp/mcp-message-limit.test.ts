@@ -1,5 +1,5 @@
 /**
- * The stdio MCP server bounds each message (issue 16, hostile clients): a client that sends an
+ * The stdio MCP server bounds each message (hostile clients): a client that sends an
  * endless line gets a JSON-RPC error naming the limit as soon as the line passes it, the bytes
  * are dropped up to the next newline, and the session goes on; the process never buffers the
  * line and never dies.

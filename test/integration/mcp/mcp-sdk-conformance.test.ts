@@ -10,6 +10,7 @@
  * messages; an unknown tool as a protocol error.
  */
 import { join } from 'node:path';
+import { waitFor } from '../../helpers/wait.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -66,15 +67,7 @@ async function openSession(socket: string, options: { protocolVersion?: string; 
   return { client, notes, negotiated: () => negotiated, stderr: () => err, close: () => client.close() };
 }
 
-async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const until = <T>(what: string, probe: () => T | undefined, timeoutMs = 20_000): Promise<T> => waitFor(what, probe, timeoutMs, 25);
 
 const text = (r: any): string => r.content[0].text as string;
 

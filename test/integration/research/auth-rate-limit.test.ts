@@ -1,5 +1,5 @@
 /**
- * The TCP listener limits failed authentication per remote address (issue 16, hostile
+ * The TCP listener limits failed authentication per remote address (hostile
  * clients): after K bad keys within the window every research request from that address gets
  * 429 `rate_limited` with Retry-After, a valid key included, until the window passes; valid
  * requests never count, and the Unix socket (a local uid, named by the kernel) is not limited.

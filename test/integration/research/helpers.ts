@@ -4,8 +4,8 @@
  * egress guard, origins on 127.0.0.2), API keys written with the real key code, and HTTP calls
  * over loopback TCP or the daemon's Unix socket.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tempPath } from '../../helpers/temp-dir.js';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildConfig, startDaemon, type Daemon, type DaemonOverrides } from '../../../src/main.js';
 import { silentLogger } from '../../../src/log.js';
@@ -31,8 +31,9 @@ export function redisAvailable(): boolean {
   return false;
 }
 
+/** A fresh data directory (test/helpers/temp-dir.ts); the caller removes it. */
 export function tempHome(prefix = 'fusion-research-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  return tempPath(prefix);
 }
 
 export interface ResearchDaemon {

@@ -62,7 +62,7 @@ describe.each(modes)('research API (%s dispatch)', (mode) => {
     await d?.close();
   });
 
-  it('202 on first create with the seed run id, then the run succeeds with its document and snapshots', async () => {
+  it('202 on first create with the run id of the test vector in docs/behaviour.md#g3, then the run succeeds with its document and snapshots', async () => {
     const r = await api(d.base, 'POST', '/api/v1/research', { key, idem: 'key-1', body: body('/first') });
     expect(r.status).toBe(202);
     expect(r.body.deduplicated).toBe(false);
@@ -316,7 +316,7 @@ describe.each(modes)('research cancel (%s dispatch)', (mode) => {
 });
 
 describe('research dispatch failure (BullMQ)', () => {
-  it.runIf(modes.includes('queue'))('a queue add that throws marks the run failed with the seed message and the request fails', async () => {
+  it.runIf(modes.includes('queue'))('a queue add that throws marks the run failed with the documented message and the request fails', async () => {
     const d = await startResearchDaemon({ redisUrl: redis!.url, overrides: { researchQueue: { add: () => Promise.reject(new Error('redis said no')) } } });
     try {
       const key = await createKey(d.daemon.researchDbFile, 'ws_d');
@@ -332,7 +332,7 @@ describe('research dispatch failure (BullMQ)', () => {
     }
   });
 
-  it('the job options are the seed\'s', () => {
+  it('the job options are the documented ones (docs/behaviour.md#g5)', () => {
     expect(RESEARCH_JOB_OPTIONS).toEqual({ attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: 100, removeOnFail: 250 });
   });
 });
@@ -342,7 +342,7 @@ describe('research cancel of a waiting BullMQ job', () => {
     const { Queue } = await import('bullmq');
     // One worker slot, held by a run whose crawl waits a minute: the next run stays waiting.
     const d = await startResearchDaemon({ redisUrl: redis!.url, crawlDelayMs: 60_000, config: { researchWorkerConcurrency: 1, researchQueuePrefix: 'bull' } });
-    // The research queue is the seed's bull:research-runs (the default prefix).
+    // The research queue is bull:research-runs (BullMQ's default prefix, docs/behaviour.md#g5).
     const queue = new Queue('research-runs', { connection: { url: redis!.url } });
     try {
       const key = await createKey(d.daemon.researchDbFile, 'ws_wait');

@@ -5,6 +5,7 @@
  * meanwhile reported lost.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../helpers/wait.js';
 import { silentLogger } from '../../../src/log.js';
 import { PgDb } from '../../../src/store/pg-db.js';
 import { createPgLeases } from '../../../src/store/pg-leases.js';
@@ -13,13 +14,9 @@ import { postgresAvailable, startPostgres, type PostgresServer } from '../../set
 
 const withPg = postgresAvailable();
 
-async function until(what: string, probe: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = async (what: string, probe: () => Promise<boolean>, ms = 20_000): Promise<void> => {
+  await waitFor(what, probe, ms, 100);
+};
 
 describe.runIf(withPg)('PostgreSQL run leases', () => {
   let server: PostgresServer;

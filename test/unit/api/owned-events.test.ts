@@ -1,6 +1,6 @@
 /**
  * The owner memo of a non-privileged caller's all-tasks stream forgets each task at its terminal
- * event (issue 16: a stream following for days must not hold an entry per task the daemon ran).
+ * event (a stream following for days must not hold an entry per task the daemon ran).
  */
 import { describe, expect, it } from 'vitest';
 import { ownedEventsFilter } from '../../../src/api/owned-events.js';

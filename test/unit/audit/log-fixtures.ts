@@ -1,7 +1,7 @@
 /** Builders for hand-made tool-call logs and seals, so each test can tamper with one thing. */
+import { tempDir as makeTempDir } from '../../helpers/temp-dir.js';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import {   writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SCHEMA } from '../../../src/contracts/constants.js';
 import { toolCallLogFileName } from '../../../src/audit/verify-log.js';
@@ -17,8 +17,8 @@ export function sha256(text: string | Uint8Array): string {
 }
 
 export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  const made = makeTempDir(prefix);
+  return { dir: made.path, cleanup: made.remove };
 }
 
 export type Line = Record<string, unknown>;

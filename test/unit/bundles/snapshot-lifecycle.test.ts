@@ -4,8 +4,8 @@
  * read, where the same read on the main thread blocks it), and the retention prune removes old
  * unreferenced trees and stored bundles, never one a live task names or a run holds.
  */
-import { mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tempPath } from '../../helpers/temp-dir.js';
+import {  readdirSync, rmSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createBundleCache } from '../../../src/bundles/bundle-cache.js';
@@ -19,7 +19,7 @@ import { createHash } from 'node:crypto';
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 const tmp = (prefix: string): string => {
-  const d = mkdtempSync(join(tmpdir(), prefix));
+  const d = tempPath(prefix);
   dirs.push(d);
   return d;
 };

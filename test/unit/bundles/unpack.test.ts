@@ -3,9 +3,9 @@
  * verified against its digest, read strictly and unpacked atomically into the cache; hostile
  * archives are refused with bundle_changed and leave nothing behind.
  */
+import { tempPath } from '../../helpers/temp-dir.js';
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createBundleCache, type BundleSource } from '../../../src/bundles/bundle-cache.js';
@@ -19,7 +19,7 @@ import { createLogger } from '../../../src/log.js';
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 const tmp = (prefix: string): string => {
-  const d = mkdtempSync(join(tmpdir(), prefix));
+  const d = tempPath(prefix);
   dirs.push(d);
   return d;
 };

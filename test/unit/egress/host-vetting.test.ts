@@ -50,7 +50,7 @@ const IPV4_ENCODINGS = [
   'http://224.0.0.1/',
   'http://240.0.0.1/',
   'http://255.255.255.255/',
-  // [beyond]
+  // Beyond the original (docs/behaviour.md#e3).
   'http://168.63.129.16/',
   'http://192.88.99.1/',
 ];

@@ -4,6 +4,7 @@
  * temporary repository / data directories. No daemon, no sandbox, no SQLite.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { waitFor } from '../../helpers/wait.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sha256Hex } from '../../../src/contracts/sha256.js';
@@ -89,10 +90,7 @@ export function makeService(dirs: Dirs, runner: TaskRunner, extra: Partial<TaskS
   return { service, store, bus, dispatcher };
 }
 
+/** Waits until `check` holds (test/helpers/wait.ts). */
 export async function until(check: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  await waitFor('the condition', check, ms, 5);
 }

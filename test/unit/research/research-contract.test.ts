@@ -6,7 +6,7 @@ import { payloadSha256 } from '../../../src/research/research-service.js';
 import { RESEARCH_RUN_STATUSES } from '../../../src/contracts/research.js';
 
 describe('research run ids', () => {
-  it('match the seed vector: ws_1 + key-1', () => {
+  it('match the test vector of docs/behaviour.md#g3: ws_1 + key-1', () => {
     expect(researchRunId('ws_1', 'key-1')).toBe('research_8b31633930b443608a60da6bb2b8d5c4');
     expect(researchDocumentId('research_8b31633930b443608a60da6bb2b8d5c4')).toBe('research_document_research_8b31633930b443608a60da6bb2b8d5c4');
   });

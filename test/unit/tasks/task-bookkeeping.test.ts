@@ -1,5 +1,5 @@
 /**
- * Flat memory (issue 16): the task service's per-task bookkeeping (run controllers, queued marks,
+ * Flat memory: the task service's per-task bookkeeping (run controllers, queued marks,
  * waiting places, bus publish cursors, bus listeners) is empty again once the tasks ended, however
  * they ended, so a long-running daemon holds nothing per finished task.
  */
@@ -84,7 +84,8 @@ describe('per-task bookkeeping of the task service', () => {
     expect((await service.cancel(taskId)).state).toBe('cancelled');
     await until(() => store.events.some((e) => e.taskId === taskId && e.kind === 'progress'));
     await until(() => service.runningTaskIds().size === 0);
-    await new Promise((r) => setTimeout(r, 20));
+    // The run's last cleanup may settle a tick after it leaves the running set: wait on the state.
+    await until(() => JSON.stringify(bookkeeping(service)) === JSON.stringify(EMPTY)).catch(() => undefined);
     expect(bookkeeping(service)).toEqual(EMPTY);
     // Every committed event reached the bus exactly once (none re-published from the start).
     const seqs = seen.filter((e) => e.taskId === taskId).map((e) => e.seq);
@@ -100,7 +101,8 @@ describe('per-task bookkeeping of the task service', () => {
     expect((await service.cancel(second.taskId)).state).toBe('cancelled');
     expect((await service.cancel(first.taskId)).state).toBe('cancelled');
     await until(() => service.runningTaskIds().size === 0);
-    await new Promise((r) => setTimeout(r, 20));
+    // The run's last cleanup may settle a tick after it leaves the running set: wait on the state.
+    await until(() => JSON.stringify(bookkeeping(service)) === JSON.stringify(EMPTY)).catch(() => undefined);
     expect(bookkeeping(service)).toEqual(EMPTY);
   });
 });

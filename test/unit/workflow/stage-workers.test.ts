@@ -1,5 +1,5 @@
 /**
- * The stage worker pool: threads are reused across runs (issue 16: a thread per stage left
+ * The stage worker pool: threads are reused across runs (a thread per stage left
  * native memory behind), and a run that times out, is cancelled or crashes ends in its own
  * outcome with its thread terminated and never reused.
  */
