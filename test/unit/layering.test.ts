@@ -31,6 +31,11 @@ describe('ESLint layering rules', () => {
     expect(await ruleIds('src/models/probe.ts', "import { SCHEMA } from '../contracts/constants.js';\nexport const x = SCHEMA;\n")).toEqual([]);
   }, 60_000);
 
+  it('common sits below errors.ts: errors.ts reads the code registry from common, common never imports errors.ts', async () => {
+    expect(await ruleIds('src/common/probe.ts', "import { FusionError } from '../errors.js';\nexport const x = FusionError;\n")).toContain('import-x/no-restricted-paths');
+    expect(await ruleIds('src/errors.ts', "import { ERROR_CODES } from './common/error-codes.js';\nexport const x = ERROR_CODES;\n")).toEqual([]);
+  }, 60_000);
+
   it('contracts import no higher layer, even as a type', async () => {
     const ids = await ruleIds('src/contracts/probe.ts', "import type { Store } from '../store/port.js';\nexport type X = Store;\n");
     expect(ids).toContain('import-x/no-restricted-paths');
