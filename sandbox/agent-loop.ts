@@ -37,6 +37,7 @@ import { TOOL_SPECS, isToolName, runTool } from './tools/index.js';
 import type { ToolLimits } from './tools/index.js';
 import { WEB_FETCH_TOOL_SPEC, runWebFetchTool } from './web-fetch-tool.js';
 import { fsyncDir } from '../src/common/durable-fs.js';
+import type { ErrorCode } from '../src/common/error-codes.js';
 
 export const ANSWER_FILE = 'answer.md';
 export const RESULT_FILE = 'result.json';
@@ -47,7 +48,7 @@ export const AGENT_ERROR_CODES = {
   auditLog: 'child_event_invalid',
   failed: 'child_failed',
   cancelled: 'cancelled',
-} as const;
+} as const satisfies Record<string, ErrorCode>;
 
 export interface AgentLoopOptions {
   request: ChildRequest;

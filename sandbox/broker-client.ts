@@ -8,6 +8,7 @@
  * after the agent settles.
  */
 import { request as httpRequest } from 'node:http';
+import type { ErrorCode } from '../src/common/error-codes.js';
 import type {
   FetchRequest,
   FetchResponse,
@@ -28,7 +29,7 @@ export const BROKER_CLIENT_CODES = {
   timeout: 'broker_timeout',
   aborted: 'cancelled',
   protocol: 'broker_protocol_error',
-} as const;
+} as const satisfies Record<string, ErrorCode>;
 
 export class BrokerRequestError extends Error {
   override readonly name = 'BrokerRequestError';

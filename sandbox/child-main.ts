@@ -20,6 +20,7 @@ import { SCHEMA, WORKFLOWS } from '../src/contracts/constants.js';
 import { agentSettled, runAgentLoop } from './agent-loop.js';
 import { openToolCallLog, type ToolCallLog } from './audit-log.js';
 import { createBrokerClient } from './broker-client.js';
+import type { ErrorCode } from '../src/common/error-codes.js';
 
 /**
  * The fixed sandbox paths (src/launcher/port.ts SANDBOX_PATHS; duplicated because the child may
@@ -47,7 +48,7 @@ export interface ChildPaths {
 class ChildError extends Error {
   override readonly name = 'ChildError';
   constructor(
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
   ) {
     super(message);
@@ -137,7 +138,7 @@ function readRequest(path: string): ChildRequest {
   return parseChildRequest(parsed);
 }
 
-function reportError(err: unknown, fallbackCode = 'child_failed'): void {
+function reportError(err: unknown, fallbackCode: ErrorCode = 'child_failed'): void {
   const code = isRecord(err) && typeof err.code === 'string' ? err.code : fallbackCode;
   const message = err instanceof Error ? err.message : isRecord(err) && typeof err.message === 'string' ? err.message : String(err);
   process.stderr.write(`${JSON.stringify({ error: { code, message } })}\n`);

@@ -74,12 +74,6 @@ export async function resolveInRepo(root: string, userPath: string): Promise<Res
   if (typeof userPath !== 'string') {
     throw new PathConfineError('invalid', 'path must be a string');
   }
-  if (userPath.includes('\0')) {
-    throw new PathConfineError('invalid', 'path must not contain NUL bytes');
-  }
-  if (userPath.length > MAX_PATH_CHARS) {
-    throw new PathConfineError('invalid', `path is longer than ${MAX_PATH_CHARS} characters`);
-  }
   const absRoot = path.resolve(root);
   let realRoot: string;
   try {
@@ -87,7 +81,21 @@ export async function resolveInRepo(root: string, userPath: string): Promise<Res
   } catch {
     throw new PathConfineError('unreadable', 'repository root is not accessible');
   }
+  return resolveBelowRealRoot(absRoot, realRoot, userPath);
+}
 
+/**
+ * The confinement itself, for a caller that already holds the root's real path (the host's
+ * citation checks, which read a different task snapshot each time and so keep no per-root
+ * cache). `absRoot` is the root as given, accepted for absolute inputs beside `realRoot`.
+ */
+export async function resolveBelowRealRoot(absRoot: string, realRoot: string, userPath: string): Promise<ResolvedPath> {
+  if (userPath.includes('\0')) {
+    throw new PathConfineError('invalid', 'path must not contain NUL bytes');
+  }
+  if (userPath.length > MAX_PATH_CHARS) {
+    throw new PathConfineError('invalid', `path is longer than ${MAX_PATH_CHARS} characters`);
+  }
   const relative = toRepoRelative(absRoot, realRoot, userPath);
   const displayPath = relative === '' ? '.' : relative.split(path.sep).join('/');
   const lexical = relative === '' ? realRoot : path.join(realRoot, relative);

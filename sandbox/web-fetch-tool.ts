@@ -15,6 +15,7 @@ import type { FetchRequest, FetchResponse, ToolSpec } from '../src/contracts/bro
 import { RESEARCH_FETCH_TOOL } from '../src/contracts/constants.js';
 import { webFetchResultText } from '../src/contracts/web-fetch-result.js';
 import type { FetchProvenance } from './audit-log.js';
+import { BROKER_CLIENT_CODES } from './broker-client.js';
 
 export const WEB_FETCH_MESSAGES = {
   notObject: `${RESEARCH_FETCH_TOOL} arguments must be an object`,
@@ -130,7 +131,7 @@ export async function runWebFetchTool(args: unknown, context: WebFetchContext): 
   try {
     response = await context.broker.fetch(check.request, context.signal);
   } catch (err) {
-    const code = isRecord(err) && typeof err.code === 'string' ? err.code : 'broker_unavailable';
+    const code = isRecord(err) && typeof err.code === 'string' ? err.code : BROKER_CLIENT_CODES.unavailable;
     const message = err instanceof Error ? err.message : String(err);
     return rejected(`${RESEARCH_FETCH_TOOL} failed (${code}): ${message}`, url);
   }

@@ -19,7 +19,7 @@
  */
 import { chmod, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { KeyObject } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson, sha256Hex } from '../contracts/canonical.js';
@@ -28,8 +28,7 @@ import type { BrokerRecord } from '../contracts/broker-record.js';
 import { toFusionError } from '../errors.js';
 import { verifyToolCallLog, toolCallLogFileName } from './verify-log.js';
 import { crossCheckBrokerRecord, crossCheckConversation } from './cross-check.js';
-import { packAttempt } from './tarball.js';
-import { firstDifferenceFromPack, memberAt, readMembers, TarFormatError, type ReadMember } from './tar-members.js';
+import { firstDifferenceFromPack, memberAt, packMembers, readMembers, TarFormatError, type ReadMember } from './tar-members.js';
 import { parsePublicKey, publicKeySha256, verifyManifestSignature } from './signing.js';
 import { MANIFEST_MEMBER, MANIFEST_SCHEMA, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } from './task-tarball.js';
 import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type ReplayRecord } from './replay.js';
@@ -191,7 +190,7 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
   // 1. Structure and canonical bytes.
   const members = readMembers(tar);
   report.members = members.length;
-  const at = await firstDifferenceFromPack(members, tar, scratch);
+  const at = await firstDifferenceFromPack(members, tar);
   if (at !== -1) {
     const member = memberAt(members, at);
     throw new Broken(member, `the tar bytes of ${member} (header or padding at byte ${at}) differ from the canonical form`);
@@ -277,8 +276,9 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
       await writeFile(join(dir, f.name.slice(prefix.length)), f.data, { mode: 0o600, flag: 'wx' });
     }
     if (a.tarball_sha256 !== null) {
-      const packed = await packAttempt(dir, join(dirname(dir), `${name}.tar`));
-      if (packed.sha256 !== a.tarball_sha256) throw new Broken(files[0]!.name, `the files of ${name} differ from its sealed attempt tarball (sha256 ${a.tarball_sha256.slice(0, 12)}…)`);
+      // The attempt tarball holds the same flat files under their own names (audit/tarball.ts).
+      const packed = await packMembers(files.map((f) => ({ name: f.name.slice(prefix.length), data: f.data })));
+      if (sha256Hex(packed) !== a.tarball_sha256) throw new Broken(files[0]!.name, `the files of ${name} differ from its sealed attempt tarball (sha256 ${a.tarball_sha256.slice(0, 12)}…)`);
     }
     const slot = /^candidate-([123])$/.exec(a.stage)?.[1];
     if (slot === undefined || a.status !== 'succeeded') continue;

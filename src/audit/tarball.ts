@@ -1,21 +1,23 @@
 /**
  * Sealed attempt tarballs (docs/behaviour.md#d7): every regular file of an attempt directory (log,
- * seal, answer, request, …) packed into one tar whose sha256 the supervisor records, and signs
- * with an HMAC where a key is configured, so any later change to the evidence is detected.
+ * seal, answer, request, …) packed into one tar whose sha256 the supervisor records in the
+ * attempt's row; the task tarball names each attempt tarball's digest in its manifest, and that
+ * manifest is what the Ed25519 signature covers (signing.ts), so any later change to the
+ * evidence is detected.
  *
- * The tar is deterministic: entries sorted by name, mtime 0, uid/gid 0, no user/group names,
- * mode 0600. Packing the same bytes twice gives the same digest, so a digest can be recomputed
- * and compared at any time. Symlinks and other non-regular entries are never packed or followed.
+ * The tar is the audit format of tar-members.ts (one codec, common/ustar.ts): entries sorted by
+ * name, mtime 0, uid/gid 0, no user/group names, mode 0600. Packing the same bytes twice gives
+ * the same digest, so a digest can be recomputed and compared at any time (offline verification
+ * packs the files of each attempt again from the task tarball). Symlinks and other non-regular
+ * entries are never packed or followed.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, open, readdir, rm } from 'node:fs/promises';
-import { basename, dirname, resolve } from 'node:path';
-import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { pack } from 'tar-fs';
-import type { Headers } from 'tar-fs';
+import { lstat, open, readdir, rm, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { FusionError } from '../errors.js';
+import { byteOrder, endOfArchive } from '../common/ustar.js';
+import { isSafeMemberName, memberChunks } from './tar-members.js';
 
 export interface PackedAttempt {
   path: string;
@@ -31,10 +33,6 @@ export interface VerifiedTarball {
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
-const ENTRY_MODE = 0o600;
-const EPOCH = new Date(0);
-/** Domain separation: an attempt-tarball signature can never be replayed as another HMAC. */
-const SIGNATURE_CONTEXT = 'fusion.attempt-tarball.v1\0';
 
 /** Sorted names of the regular files directly in `dir` (no recursion, symlinks skipped). */
 export async function listAttemptFiles(dir: string, exclude: readonly string[] = []): Promise<string[]> {
@@ -46,7 +44,7 @@ export async function listAttemptFiles(dir: string, exclude: readonly string[] =
     if (entry.isFile()) names.push(entry.name);
   }
   // Byte order, independent of locale.
-  return names.sort((a, b) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
+  return names.sort(byteOrder);
 }
 
 /**
@@ -59,50 +57,63 @@ export async function packAttempt(dir: string, outFile: string): Promise<PackedA
   const exclude = dirname(absOut) === absDir ? [basename(absOut)] : [];
   const files = await listAttemptFiles(absDir, exclude);
 
-  let unexpected: string | undefined;
-  const normalise = (header: Headers): Headers => {
-    // A file swapped for a symlink (or anything else) after listing: tar-fs lstats, so it is not
-    // followed; refuse the tarball instead of packing a link.
-    if (header.type !== 'file') unexpected ??= `${header.name} is a ${header.type}, not a regular file`;
-    return { name: header.name, size: header.size, type: header.type, mode: ENTRY_MODE, mtime: EPOCH, uid: 0, gid: 0 };
-  };
-
   const hash = createHash('sha256');
   let bytes = 0;
-  const digest = new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      hash.update(chunk);
-      bytes += chunk.length;
-      callback(null, chunk);
-    },
-  });
 
-  let handle;
+  let out: FileHandle;
   try {
-    handle = await open(absOut, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    out = await open(absOut, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   } catch (err) {
     // Never overwrite: an existing tarball is evidence already recorded somewhere.
     throw new FusionError('artifact_error', `attempt tarball could not be created: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
+  const write = async (chunk: Buffer): Promise<void> => {
+    hash.update(chunk);
+    bytes += chunk.length;
+    for (let at = 0; at < chunk.length;) at += (await out.write(chunk, at, chunk.length - at)).bytesWritten;
+  };
   try {
-    // The stream owns the handle from here: it fsyncs (flush) and closes it when done or destroyed.
-    const out = handle.createWriteStream({ flush: true });
-    const closed = new Promise<void>((done) => out.once('close', () => done()));
     try {
-      await pipeline(pack(absDir, { entries: files, map: normalise, strict: true }), digest, out);
+      for (const name of files) {
+        if (!isSafeMemberName(name)) throw new FusionError('artifact_error', `attempt tarball refused: ${JSON.stringify(name)} is not a plain file name`);
+        for (const chunk of memberChunks(name, await readRegular(join(absDir, name)))) await write(chunk);
+      }
+      await write(endOfArchive());
+      await out.sync();
     } finally {
-      if (!out.closed) await closed;
+      await out.close();
     }
   } catch (err) {
     await rm(absOut, { force: true });
+    if (err instanceof FusionError) throw err;
     throw new FusionError('artifact_error', `attempt tarball could not be written: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-  }
-  if (unexpected !== undefined) {
-    await rm(absOut, { force: true });
-    throw new FusionError('artifact_error', `attempt tarball refused: ${unexpected}`);
   }
   await syncDir(dirname(absOut));
   return { path: absOut, sha256: hash.digest('hex'), bytes, files };
+}
+
+/**
+ * A listed file's bytes. Opened without following a link and checked regular once open: a file
+ * swapped for a symlink (or anything else) after listing refuses the tarball instead of being
+ * packed; a file that changes size while read does too.
+ */
+async function readRegular(path: string): Promise<Buffer> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new FusionError('artifact_error', `attempt tarball refused: ${basename(path)} is a symlink, not a regular file`);
+    throw err;
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw new FusionError('artifact_error', `attempt tarball refused: ${basename(path)} is not a regular file`);
+    const data = await handle.readFile();
+    if (data.length !== stats.size) throw new FusionError('artifact_error', `attempt tarball refused: ${basename(path)} changed size while it was packed`);
+    return data;
+  } finally {
+    await handle.close();
+  }
 }
 
 async function syncDir(dir: string): Promise<void> {
@@ -143,18 +154,4 @@ export async function verifyTarball(path: string, sha256: string): Promise<Verif
   } finally {
     await handle.close();
   }
-}
-
-/** HMAC-SHA256 (hex) of a tarball digest under `key`. */
-export function signDigest(sha256: string, key: string | Uint8Array): string {
-  if (!HEX64.test(sha256)) throw new FusionError('artifact_error', 'attempt tarball digest must be a lowercase hex sha256');
-  if (key.length === 0) throw new FusionError('invalid_config', 'tarball signing key must not be empty');
-  return createHmac('sha256', key).update(SIGNATURE_CONTEXT + sha256, 'utf8').digest('hex');
-}
-
-/** Constant-time check of a signature made by `signDigest`. */
-export function verifySignature(sha256: string, signature: string, key: string | Uint8Array): boolean {
-  if (!HEX64.test(signature)) return false;
-  const expected = Buffer.from(signDigest(sha256, key), 'hex');
-  return timingSafeEqual(expected, Buffer.from(signature, 'hex'));
 }

@@ -64,8 +64,6 @@ export interface SealDeps {
   /** The engine and model roster of a task (from its stored options). */
   describeModels(task: TaskRecord): unknown;
   log: Logger;
-  /** Where packing scratch directories go (default: the OS temp dir). */
-  scratchRoot?: string;
 }
 
 const LETTERS = ['A', 'B', 'C'] as const;
@@ -204,7 +202,7 @@ export async function buildTaskTarball(deps: SealDeps, task: TaskRecord): Promis
     };
     members.push({ name: SIGNATURE_MEMBER, data: json(sig) });
   }
-  const data = await packMembers(members, deps.scratchRoot);
+  const data = await packMembers(members);
   return {
     taskId: task.id, sha256: sha256Hex(data), bytes: data.length, manifestSha256, signature,
     publicKeySha256: deps.signingKey?.publicKeySha256 ?? null, data,

@@ -30,7 +30,7 @@ import {
   type BrokerRecord,
 } from '../contracts/broker-record.js';
 import { CHILD_LIMITS } from '../contracts/constants.js';
-import { FusionError } from '../errors.js';
+import { FusionError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ModelProvider } from '../models/port.js';
 import {
@@ -100,7 +100,7 @@ export interface BrokerHandle {
 export const BROKER_FETCH_REFUSALS = {
   notDeclared: 'url_not_declared',
   unavailable: 'fetch_unavailable',
-} as const;
+} as const satisfies Record<string, ErrorCode>;
 
 
 /** Connections one child may hold open, and requests it may have waiting. */

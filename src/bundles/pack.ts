@@ -24,7 +24,8 @@ import { constants } from 'node:fs';
 import { access, lstat, open, readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FusionError } from '../errors.js';
-import { END_BYTES, entryArchiveBytes, ustarSplit, writeBundleTar, type BundleEntry } from './bundle-tar.js';
+import { writeBundleTar, type BundleEntry } from './bundle-tar.js';
+import { END_BYTES, entryArchiveBytes, ustarSplit } from '../common/ustar.js';
 import { compileExcludes, createGitignoreStack, SECRET_REPO_EXCLUDES, VCS_REPO_EXCLUDES } from './excludes.js';
 import { resolvesInside } from './symlink-paths.js';
 

@@ -11,6 +11,7 @@
 import { constants as fsConstants } from 'node:fs';
 import { open, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { isInside, PathConfineError, resolveBelowRealRoot } from '../../sandbox/path-confine.js';
 import {
   CITATION_LIMITS,
   checkUrlCitations,
@@ -27,27 +28,19 @@ import {
 
 type FileLines = { ok: true; lines: string[] } | { ok: false; status: 'missing_file' | 'outside_repo' };
 
-function isInside(root: string, target: string): boolean {
-  const rel = path.relative(root, target);
-  return rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
-}
-
 /**
- * Resolves and reads a cited file. The lexical path must stay inside the repository before the
- * filesystem is touched at all; then the real path (symlinks resolved) must too, and only a
- * regular file under the size cap is opened (O_NOFOLLOW, O_NONBLOCK so a FIFO cannot hang us).
+ * Resolves and reads a cited file. The path is confined to the repository by the same rule the
+ * sandbox's tools use (sandbox/path-confine.ts: lexical check first, then the real path with
+ * every symlink resolved); only a regular file under the size cap is then opened (O_NOFOLLOW,
+ * O_NONBLOCK so a FIFO cannot hang us).
  */
 async function readRepoFile(repoReal: string, relPath: string, worldReadableOnly: boolean): Promise<FileLines> {
-  if (relPath.includes('\0')) return { ok: false, status: 'missing_file' };
-  const lexical = path.resolve(repoReal, relPath);
-  if (!isInside(repoReal, lexical)) return { ok: false, status: 'outside_repo' };
   let real: string;
   try {
-    real = await realpath(lexical);
-  } catch {
-    return { ok: false, status: 'missing_file' };
+    real = (await resolveBelowRealRoot(repoReal, repoReal, relPath)).realPath;
+  } catch (err) {
+    return { ok: false, status: err instanceof PathConfineError && err.reason === 'outside' ? 'outside_repo' : 'missing_file' };
   }
-  if (!isInside(repoReal, real)) return { ok: false, status: 'outside_repo' };
   try {
     const info = await stat(real);
     if (!info.isFile() || info.size > CITATION_LIMITS.maxFileBytes) return { ok: false, status: 'missing_file' };

@@ -98,6 +98,16 @@ describe('ESLint enforces docs/architecture.md', () => {
     }, LINT_TIMEOUT_MS);
   }
 
+  it('common sits below errors.ts: errors.ts reads the code registry from common, common never imports errors.ts', async () => {
+    expect(await ruleIds('src/common/probe.ts', "import { FusionError } from '../errors.js';\nexport const x = FusionError;\n")).toContain('import-x/no-restricted-paths');
+    expect(await ruleIds('src/errors.ts', "import { ERROR_CODES } from './common/error-codes.js';\nexport const x = ERROR_CODES;\n")).toEqual([]);
+  }, 60_000);
+
+  it('contracts import no higher layer, even as a type', async () => {
+    const ids = await ruleIds('src/contracts/probe.ts', "import type { Store } from '../store/port.js';\nexport type X = Store;\n");
+    expect(ids).toContain('import-x/no-restricted-paths');
+  }, 60_000);
+
   it('the rule table of docs/architecture.md has a failing probe for each rule', () => {
     const broken = new Set(PROBES.filter((p) => p.fails).map((p) => p.rule.split(':')[0]));
     expect([...broken].sort()).toEqual(['comments', 'layers', 'rule 1', 'rule 2', 'rule 3', 'rule 4', 'rule 5']);

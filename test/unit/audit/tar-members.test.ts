@@ -1,3 +1,9 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { pack, type Headers } from 'tar-fs';
 import { describe, expect, it } from 'vitest';
 import { firstDifferenceFromPack, memberAt, packMembers, readMembers } from '../../../src/audit/tar-members.js';
 
@@ -17,6 +23,25 @@ describe('deterministic member tarballs', () => {
     expect(read[1]!.data.toString()).toBe('hello\n');
     expect(memberAt(read, read[1]!.offset + 3)).toBe('b.txt');
     expect(memberAt(read, a.length - 1)).toBe('(end-of-archive blocks)');
+  });
+
+  it('writes the bytes tar-fs wrote for the same members, so task tarballs sealed before the one codec still verify', async () => {
+    const all = [...members, { name: `${'d'.repeat(120)}/${'a'.repeat(100)}`, data: Buffer.alloc(513, 3) }];
+    const names = all.map((m) => m.name).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    const dir = mkdtempSync(join(tmpdir(), 'fusion-tar-oracle-'));
+    try {
+      for (const m of all) {
+        mkdirSync(dirname(join(dir, m.name)), { recursive: true });
+        writeFileSync(join(dir, m.name), m.data);
+      }
+      const epoch = new Date(0);
+      const normalise = (h: Headers): Headers => ({ name: h.name, size: h.size, type: h.type, mode: 0o600, mtime: epoch, uid: 0, gid: 0 });
+      const chunks: Buffer[] = [];
+      await pipeline(pack(dir, { entries: names, map: normalise, strict: true }), new Writable({ write(c: Buffer, _e, cb) { chunks.push(c); cb(); } }));
+      expect((await packMembers(all)).equals(Buffer.concat(chunks))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses unsafe or duplicate names', async () => {

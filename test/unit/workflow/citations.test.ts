@@ -144,6 +144,12 @@ describe('checkCitations over a temp repository', () => {
     for (const c of checks.slice(0, 5)) expect(c.actual).toBeUndefined();
   });
 
+  it('cannot tell outside files that exist from those that do not: both are outside_repo through a link that leaves (the sandbox tools\' rule)', async () => {
+    await symlink(path.join(path.dirname(repo), 'no-such-file.txt'), path.join(repo, 'dangling.txt'));
+    const checks = await checkCitations(repo, '`updir/secret.txt:1` `updir/no-such-file.txt:1` `dangling.txt:1`');
+    expect(checks.map((c) => c.status)).toEqual(['outside_repo', 'outside_repo', 'missing_file']);
+  });
+
   it('treats binary files, files over 2 MiB, directories and FIFOs as missing_file', async () => {
     const checks = await checkCitations(repo, '`binary.bin:1` `big.txt:1` `src:1` `pipe:1`');
     expect(checks.map((c) => c.status)).toEqual(['missing_file', 'missing_file', 'missing_file', 'missing_file']);
