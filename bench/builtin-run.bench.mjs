@@ -39,7 +39,7 @@ function stats(samples) {
 export async function prerequisites() {
   const missing = [];
   if (!existsSync(BWRAP)) missing.push(`${BWRAP} is missing (apt-get install bubblewrap)`);
-  if (!existsSync(join(DIST, 'agent', 'child-main.js'))) missing.push('dist/ is not built (make build)');
+  if (!existsSync(join(DIST, 'sandbox', 'child-main.js'))) missing.push('dist/ is not built (make build)');
   if (missing.length > 0) return missing;
   const { createBwrapLauncher } = await import('../dist/src/launcher/bwrap.js');
   const { silentLogger } = await import('../dist/src/log.js');

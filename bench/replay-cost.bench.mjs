@@ -36,7 +36,7 @@ function stats(samples) {
 export async function prerequisites() {
   const missing = [];
   if (!existsSync('/usr/bin/bwrap')) missing.push('/usr/bin/bwrap is missing (apt-get install bubblewrap)');
-  if (!existsSync(join(DIST, 'agent', 'replay-main.js'))) missing.push('dist/ is not built (make build)');
+  if (!existsSync(join(DIST, 'sandbox', 'replay-main.js'))) missing.push('dist/ is not built (make build)');
   return missing;
 }
 
