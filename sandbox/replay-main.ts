@@ -4,12 +4,14 @@
  *   2. replay each repository tool call over /repo (sandbox/replay-core.ts): the listed `calls`,
  *      or, with `feed: true`, the calls the supervisor streams over /run/fusion/broker.sock while
  *      the candidate is still running (`GET /calls?after=N` → { calls: [{index, name, arguments}], done })
+ *      (directories and files read once for all calls: /repo cannot change, sandbox/tools/repo-memo.ts)
  *   3. write /out/replay.json: { schema_version, calls: [ReplayedCall…] } (O_EXCL, fsynced)
  * Exit 0 when the file is written, 1 otherwise (the reason on stderr). Node builtins only.
  */
 import { closeSync, constants, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { request } from 'node:http';
 import { REPLAY_SCHEMA, createReplayer, type ReplayCall, type ReplayedCall } from './replay-core.js';
+import { memoizeRepositoryReads } from './tools/repo-memo.js';
 
 const PATHS = { repo: '/repo', out: '/out/replay.json', request: '/run/fusion/request.json', feed: '/run/fusion/broker.sock' } as const;
 const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
@@ -65,6 +67,9 @@ function pull(after: number): Promise<{ calls: Array<{ index: number; name: stri
 
 async function main(): Promise<void> {
   const request = readRequest();
+  // /repo is the task's snapshot, immutable and mounted read-only: each directory and file is
+  // read once for all the calls replayed here (sandbox/tools/repo-memo.ts).
+  memoizeRepositoryReads();
   const replay = createReplayer(PATHS.repo, request.tools);
   const calls: ReplayedCall[] = [];
   if (request.feed) {

@@ -15,6 +15,7 @@ import { compileGlob, MAX_GLOB_CHARS } from './glob.js';
 import type { GlobMatcher } from './glob.js';
 import { CappedLines, cutToChars, looksBinary, plural, toolError } from './output.js';
 import { RegexScanner } from './regex-scan.js';
+import { memoFile } from './repo-memo.js';
 import type { ScanLines } from './regex-scan.js';
 import type { ToolImpl, ToolLimits } from './types.js';
 import { ARG_LIMITS, resolveLimits } from './types.js';
@@ -59,6 +60,50 @@ export function compileGrepPattern(pattern: string, ignoreCase: boolean): RegExp
   }
 }
 
+/** A file as grep sees it: skipped (and why), or its lines (null where a line is too long to scan). */
+type GrepFile =
+  | { kind: 'special' | 'unreadable' | 'large' | 'binary' }
+  | { kind: 'text'; lines: string[]; scan: ScanLines; longLines: number; chars: number };
+
+/** Reads and splits one file; `chars` tells the memo (repo-memo.ts) how much text it holds. */
+async function loadGrepFile(realPath: string, limits: ToolLimits): Promise<{ value: GrepFile; chars: number }> {
+  const skipped = (kind: 'special' | 'unreadable' | 'large' | 'binary'): { value: GrepFile; chars: number } => ({ value: { kind }, chars: 0 });
+  let data: Buffer;
+  let fh: FileHandle | undefined;
+  try {
+    // The walk saw a regular file (or a vetted symlink target) here; never blocks if a FIFO
+    // or device was swapped in since.
+    const opened = await openRegularFile(realPath);
+    if (opened.special !== undefined) return skipped('special');
+    fh = opened.fh;
+    if (opened.st.size > limits.maxGrepFileBytes) return skipped('large');
+    data = await fh.readFile();
+  } catch {
+    return skipped('unreadable');
+  } finally {
+    await fh?.close().catch(() => undefined);
+  }
+  if (data.length > limits.maxGrepFileBytes) return skipped('large');
+  if (looksBinary(data)) return skipped('binary');
+  const text = data.toString('utf8');
+  const lines = text.split('\n');
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  const scan: (string | null)[] = new Array<string | null>(lines.length);
+  let longLines = 0;
+  for (let i = 0; i < lines.length; i += 1) {
+    let line = lines[i] as string;
+    if (line.endsWith('\r')) line = line.slice(0, -1);
+    lines[i] = line;
+    if (line.length > limits.maxGrepLineChars) {
+      scan[i] = null;
+      longLines += 1;
+    } else {
+      scan[i] = line;
+    }
+  }
+  return { value: { kind: 'text', lines, scan, longLines, chars: text.length }, chars: text.length };
+}
+
 class GrepRun {
   readonly out: CappedLines;
   readonly scanner: RegexScanner;
@@ -89,54 +134,26 @@ class GrepRun {
   }
 
   async addFile(file: Candidate): Promise<void> {
-    let data: Buffer;
-    let fh: FileHandle | undefined;
-    try {
-      // The walk saw a regular file (or a vetted symlink target) here; never blocks if a FIFO
-      // or device was swapped in since.
-      const opened = await openRegularFile(file.realPath);
-      if (opened.special !== undefined) {
+    const loaded = await memoFile(`${this.limits.maxGrepFileBytes}:${this.limits.maxGrepLineChars}:${file.realPath}`, () => loadGrepFile(file.realPath, this.limits));
+    switch (loaded.kind) {
+      case 'special':
         this.skippedSpecial += 1;
         return;
-      }
-      fh = opened.fh;
-      const st = opened.st;
-      if (st.size > this.limits.maxGrepFileBytes) {
+      case 'unreadable':
+        this.unreadable += 1;
+        return;
+      case 'large':
         this.skippedLarge += 1;
         return;
-      }
-      data = await fh.readFile();
-    } catch {
-      this.unreadable += 1;
-      return;
-    } finally {
-      await fh?.close().catch(() => undefined);
+      case 'binary':
+        this.skippedBinary += 1;
+        return;
+      default:
+        break;
     }
-    if (data.length > this.limits.maxGrepFileBytes) {
-      this.skippedLarge += 1;
-      return;
-    }
-    if (looksBinary(data)) {
-      this.skippedBinary += 1;
-      return;
-    }
-    const text = data.toString('utf8');
-    const lines = text.split('\n');
-    if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-    const scan: (string | null)[] = new Array<string | null>(lines.length);
-    for (let i = 0; i < lines.length; i += 1) {
-      let line = lines[i] as string;
-      if (line.endsWith('\r')) line = line.slice(0, -1);
-      lines[i] = line;
-      if (line.length > this.limits.maxGrepLineChars) {
-        scan[i] = null;
-        this.skippedLongLines += 1;
-      } else {
-        scan[i] = line;
-      }
-    }
-    this.batch.push({ repoPath: file.repoPath, lines, scan });
-    this.batchChars += text.length;
+    this.skippedLongLines += loaded.longLines;
+    this.batch.push({ repoPath: file.repoPath, lines: loaded.lines, scan: loaded.scan });
+    this.batchChars += loaded.chars;
     if (this.batchChars >= BATCH_MAX_CHARS || this.batch.length >= BATCH_MAX_FILES) this.flush();
   }
 

@@ -13,6 +13,7 @@ import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isInside } from '../path-confine.js';
+import { memoDir } from './repo-memo.js';
 
 export const SKIPPED_DIR_NAMES: ReadonlySet<string> = new Set(['.git', 'node_modules']);
 
@@ -76,13 +77,9 @@ export async function* walk(options: WalkOptions, state: WalkState): AsyncGenera
   const skipIgnored = !startsInsideSkipped(options.startDisplay);
   const stack: OpenDir[] = [];
   const enter = async (abs: string, repo: string, base: string): Promise<void> => {
-    try {
-      const dirents = await readdir(abs, { withFileTypes: true });
-      dirents.sort((a, b) => compareNames(a.name, b.name));
-      stack.push({ abs, repo, base, dirents, next: 0 });
-    } catch {
-      state.unreadableDirs += 1;
-    }
+    const dirents = await memoDir(abs, async () => (await readdir(abs, { withFileTypes: true })).sort((a, b) => compareNames(a.name, b.name)));
+    if (dirents === null) state.unreadableDirs += 1;
+    else stack.push({ abs, repo, base, dirents, next: 0 });
   };
   await enter(options.startReal, options.startDisplay, '');
   while (stack.length > 0) {

@@ -102,6 +102,37 @@ describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
     expect(await replayRecordOffline(record, fixture.repo)).toMatchObject({ ok: false, ordinal: 1, reason: 'mismatch' });
   }, 60_000);
 
+  // The replay sandbox reads each file once for all its calls (sandbox/tools/repo-memo.ts): a lie
+  // about a call whose files the replay already read (a repeat of the same grep, another grep
+  // over the same files with a line left out) is still caught, by the memo-served replay.
+  it('a lie about a repeated grep, served by the replay from files it already read, is caught', async () => {
+    const repeated = [
+      { name: 'grep', args: '{"pattern":"refill","path":"src"}' },
+      { name: 'grep', args: '{"pattern":"refill","path":"src"}' },
+      { name: 'grep', args: '{"pattern":"token","path":"src"}' },
+    ];
+    const truth = await Promise.all(repeated.map(async (c) => {
+      const r = await runTool(c.name, fixture.repo, JSON.parse(c.args));
+      return r.ok ? r.text : r.error;
+    }));
+    const lines = truth[2]!.split('\n');
+    expect(lines.length).toBeGreaterThan(2);
+    const cases: Array<{ lie: string[]; ordinal: number }> = [
+      { lie: [truth[0]!, 'src/token-bucket.js:1:nothing to see here', truth[2]!], ordinal: 1 },
+      { lie: [truth[0]!, truth[1]!, lines.slice(1).join('\n')], ordinal: 2 },
+    ];
+    for (const { lie, ordinal } of cases) {
+      const log = repeated.map((c, i) => logRecord(i, c.name, c.args, lie[i]!));
+      const replayed = await replayInSandbox({
+        launcher, taskId: 'investigate-replaymemo', label: 'candidate-1.attempt-1', repoDir: fixture.repo, codeDir: DIST, runRoot,
+        owner: null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
+        calls: replayInputs(log, repeated.map((c) => ({ name: c.name, arguments: c.args })), CANDIDATE_TOOLS),
+      });
+      expect(replayed.map((r) => r.result_sha256)).toEqual(truth.map(sha));
+      expect(() => compareReplay(log, replayed)).toThrow(new RegExp(`^tool-call replay failed: call ${ordinal} \\(grep\\): the logged result`));
+    }
+  }, 60_000);
+
   it('arguments that are not the ones the model sent are refused before any replay', () => {
     const log = [logRecord(0, 'read', '{"path":"README.md"}', 'x')];
     expect(() => replayInputs(log, [{ name: 'read', arguments: '{"path":"src/token-bucket.js"}' }], CANDIDATE_TOOLS)).toThrow(/does not match the arguments the model sent/);
