@@ -48,7 +48,7 @@ export const RIGHT_FILE = 'src/token-bucket.js';
 
 /** Runs when bwrap exists. Locally a missing bwrap skips loudly; in CI it fails. */
 export function describeWithBwrap(name: string, body: () => void): void {
-  const missing = !existsSync(BWRAP_PATH) ? `${BWRAP_PATH} is missing (apt-get install bubblewrap)` : !existsSync(join(DIST, 'agent', 'child-main.js')) ? 'dist/ is not built (npx tsc -p tsconfig.build.json)' : undefined;
+  const missing = !existsSync(BWRAP_PATH) ? `${BWRAP_PATH} is missing (apt-get install bubblewrap)` : !existsSync(join(DIST, 'sandbox', 'child-main.js')) ? 'dist/ is not built (npx tsc -p tsconfig.build.json)' : undefined;
   if (missing === undefined) {
     describe(name, body);
     return;
