@@ -10,19 +10,20 @@
 // 1 s and takes a reading: a full GC of the main isolate, 200 ms, another full GC, then
 // process.memoryUsage(), the Anonymous total of /proc/self/smaps_rollup and V8's space sizes
 // (`MEM {…}` on its stdout). The readings form a curve (`curve`), so warm-up that plateaus (JIT
-// code, V8's old space settling, SQLite's page cache filling to cache_size, the
-// stage worker threads' own heaps) can be told from a leak, whose slope does not flatten:
+// code, V8's old space settling, SQLite's page cache filling to cache_size) can be told from a
+// leak, whose slope does not flatten:
 // `slopeBytesPerTask` gives bytes per task over the whole run and over the last two segments,
 // for RSS, the V8 heap (heapTotal = reserved, heapUsed = live after GC), V8's new space alone,
 // external buffers, and native anonymous memory outside the main V8 heap (smaps Anonymous −
-// heapTotal: malloc, SQLite, worker-thread isolates). `projectedRatioAt1000` extrapolates the
+// heapTotal: malloc, SQLite, a stage worker thread still running). `projectedRatioAt1000` extrapolates the
 // last segments' slope to 1000 tasks (for runs shorter than that; it is not the measured ratio).
 // V8's young generation (new space, up to 32 MiB here) is resized by allocation rate and given
 // back only now and then, so it may be full-size at one reading and 4 MiB at the next: the ratio
 // is also given net of it (RSS − new space size), beside the raw one.
-// Not done: the worker threads' isolates are not GC'd by the reading (their garbage counts as
-// native; each worker is retired after 200 runs, at most 4 idle), and glibc's free lists are
-// not trimmed (malloc_trim is not reachable from JS): RSS is what an operator sees, not a floor.
+// The evaluator, repair and merger run as Bree jobs, one worker thread per run (none is left at a
+// reading: the segment's tasks have all ended). glibc's free lists are not trimmed (malloc_trim
+// is not reachable from JS): RSS is what an operator sees, not a floor. The daemon inherits this
+// process's environment, so MALLOC_ARENA_MAX set for the bench reaches it.
 // Progress lines (`[steady] …`, with the ratio so far) go to stderr.
 import { iterations } from './short.mjs';
 import process from 'node:process';
@@ -145,6 +146,8 @@ export default async function run() {
     const last = curve.at(-1);
     return {
       tasks: { first: FIRST, more: N, segment: SEGMENT },
+      // glibc's arena cap as the daemon saw it (null: glibc's default, 8 per core).
+      mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null,
       outcomes: { first, rest },
       rssMb: { idleAtStart: mb(idle.rss), afterFirst: mb(atFirst.rss), afterAll: mb(atAll.rss) },
       rssRatio: ratio,

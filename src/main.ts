@@ -42,7 +42,7 @@ import { createLauncherFactories } from './launcher/factories.js';
 import { selectLauncher, type LauncherFactories } from './launcher/select.js';
 import { DEFAULT_SANDBOX_LIMITS, type Launcher, type LauncherName } from './launcher/port.js';
 import { createFusionWorkflow } from './workflow/fusion-workflow.js';
-import { createStageWorkerPool } from './workflow/stage-workers.js';
+import { startStageScheduler } from './workflow/stage-workers.js';
 import { claimRunRoot, prepareRunRoot, type RunRoot } from './launcher/attempt-dirs.js';
 import { takeDataDirLock, type DataDirLock } from './store/data-dir-lock.js';
 import { reapSandboxLeftovers } from './launcher/sandbox-reaper.js';
@@ -373,7 +373,8 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
     throw err;
   }
 
-  const stageWorkers = instrumentStageWorkers(createStageWorkerPool({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log }));
+  // One lane per run slot: a task runs one no-tool stage at a time, so no stage waits for a lane.
+  const stageWorkers = instrumentStageWorkers(await startStageScheduler({ jobFile: join(CODE_DIR, 'jobs', 'stage-worker.js'), log, lanes: config.taskConcurrency }));
   const runner =
     overrides.runner ??
     createFusionWorkflow({

@@ -29,7 +29,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
-import { createStageWorkerPool, type StageWorkers } from '../../../src/workflow/stage-workers.js';
+import { startStageScheduler, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import { FusionClient } from '../../../src/client/index.js';
 import type { ModelProvider } from '../../../src/models/port.js';
 import { openSqliteStore } from '../../../src/store/sqlite-store.js';
@@ -97,7 +97,7 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
 
   const start = async (): Promise<void> => {
     const config = buildConfig({ home, socketPath: socket, socketGroup: group, logLevel: 'info', sandbox: 'bwrap', keepAttemptFiles: true });
-    stageWorkers = createStageWorkerPool({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
+    stageWorkers = await startStageScheduler({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
     const record = (p: ModelProvider): ModelProvider => wrapProvider(p, async (req, inner) => {
       evaluatorSeen.push(JSON.stringify(req.messages));
       return inner.complete(req);

@@ -22,7 +22,7 @@ import type { Launcher, SandboxExit, SandboxHandle, SandboxSpec } from '../../..
 import { createBuiltinProvider, type BuiltinStrategy } from '../../../src/models/builtin/index.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../../src/models/port.js';
 import { fixedRoster, type Roster } from '../../../src/models/roster.js';
-import { createStageWorkerPool, type StageWorkers } from '../../../src/workflow/stage-workers.js';
+import { startStageScheduler, type StageWorkers } from '../../../src/workflow/stage-workers.js';
 import type { WorkflowDeps } from '../../../src/workflow/stage-context.js';
 import { FusionClient } from '../../../src/client/index.js';
 import { captureLogs as captureSharedLogs, type LogCapture } from '../shared/logs.js';
@@ -245,7 +245,7 @@ export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemo
   const logs = captureLogs();
   const launches: LaunchRecord[] = [];
   // The stage worker runs the compiled job (dist/), like the sandbox child.
-  const stageWorkers: StageWorkers = createStageWorkerPool({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
+  const stageWorkers: StageWorkers = await startStageScheduler({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
   const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'info', sandbox: 'bwrap', keepAttemptFiles: options.keepAttemptFiles ?? true });
   const daemon = await startDaemon(config, {
     log: logs.log,
