@@ -83,9 +83,9 @@ export async function startTaskSide(inputs: TaskSideInputs, life: Lifecycle): Pr
     store,
     tasksDir: paths.tasksDir,
     signingKey,
-    describeModels: (t: { options: string }) => {
+    describeModels: (t: { options: TaskOptions }) => {
       try {
-        return rosterFor(JSON.parse(t.options) as TaskOptions).describe();
+        return rosterFor(t.options).describe();
       } catch (err) {
         return { error: (err as Error).message };
       }
