@@ -30,12 +30,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
-import type { TaskService } from '../tasks/task-service.js';
+import type { ResultChecks, TaskService } from '../tasks/task-service.js';
 import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { noSuchTask } from '../tasks/task-service.js';
 import { isPrivileged, maySeeTask, uidLabel, type CallerIdentity } from '../tasks/caller.js';
 import { socketCaller } from './socket-server.js';
-import { readAnswerBytes, readBgResult, type ResultReadOptions, type AttemptRecordCheck, type ResultSealCheck } from '../tasks/result-reader.js';
+import type { AttemptRecordCheck, ResultSealCheck } from '../tasks/result-reader.js';
 import type { TaskEvent, TaskRecord } from '../store/port.js';
 import { parseWith, readJsonBody, sendError, sendJson } from './http-util.js';
 import { ownedEventsFilter } from './owned-events.js';
@@ -83,7 +83,7 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
     error: task.error,
     resumeCount: task.resumeCount,
     callerUid: task.callerUid,
-    usage: task.usage === null ? null : (JSON.parse(task.usage) as unknown),
+    usage: task.usage,
   };
 }
 
@@ -179,7 +179,7 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
     if (stateParam !== null && !isTaskState(stateParam)) throw new FusionError('invalid_input', `state must be a task state, got ${JSON.stringify(stateParam)}`, { details: { field: 'state' } });
     const limit = intParam(url, 'limit', 100, 1000);
     // One more than asked tells whether the list was cut (the client says so, and how to see more).
-    const tasks = await ctx.tasks.store.listTasks({ ...(stateParam ? { state: stateParam } : {}), ...(privileged ? {} : { callerUid: caller.uid }), limit: limit + 1 });
+    const tasks = await ctx.tasks.list({ ...(stateParam ? { state: stateParam } : {}), ...(privileged ? {} : { callerUid: caller.uid }), limit: limit + 1 });
     return sendJson(res, 200, { tasks: tasks.slice(0, limit).map(taskView), limit, truncated: tasks.length > limit });
   }
   const id = parts[2]!;
@@ -205,11 +205,11 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
       allow('GET');
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-      return sendJson(res, 200, await readBgResult(ctx.tasks.store, await visible(id), delivery as DeliveryMode, resultReadOptions(ctx)));
+      return sendJson(res, 200, await ctx.tasks.readResult(await visible(id), delivery as DeliveryMode, resultChecks(ctx)));
     }
     case 'answer': {
       allow('GET');
-      const { answer, sha256 } = await readAnswerBytes(ctx.tasks.store, await visible(id), resultReadOptions(ctx));
+      const { answer, sha256 } = await ctx.tasks.readAnswer(await visible(id), resultChecks(ctx));
       res.writeHead(200, { 'content-type': 'text/markdown; charset=utf-8', 'content-length': answer.length, 'x-fusion-answer-sha256': sha256, 'cache-control': 'no-store' });
       res.end(answer);
       return;
@@ -235,18 +235,16 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   }
 }
 
-/** The daemon's checks and this host's paths for reading a result. */
-function resultReadOptions(ctx: ApiContext): ResultReadOptions {
+/** The daemon's checks for reading a result. */
+function resultChecks(ctx: ApiContext): ResultChecks {
   return {
     ...(ctx.resultSeal ? { sealCheck: ctx.resultSeal } : {}),
     ...(ctx.attemptCheck ? { attemptCheck: ctx.attemptCheck } : {}),
-    materialise: (taskId, answer) => ctx.tasks.materialiseAnswer(taskId, answer),
-    answerFileHere: (taskId) => ctx.tasks.answerFileHere(taskId),
   };
 }
 
 async function terminalNotification(ctx: ApiContext, id: string): Promise<TaskEvent | undefined> {
-  const events = await ctx.tasks.store.listEvents(id, 0);
+  const events = await ctx.tasks.eventsAfter(id, 0);
   return events.find((e) => e.kind === 'terminal');
 }
 
@@ -284,7 +282,7 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
   const buffered: TaskEvent[] = [];
   let replaying = true;
   let ended = false;
-  const owned = onlyFor === undefined ? undefined : ownedEventsFilter(async (taskId) => (await ctx.tasks.store.getTask(taskId))?.callerUid, onlyFor.uid);
+  const owned = onlyFor === undefined ? undefined : ownedEventsFilter(async (taskId) => (await ctx.tasks.find(taskId))?.callerUid, onlyFor.uid);
   let chain = Promise.resolve();
   const deliver = (e: TaskEvent): void => {
     if (owned === undefined) return write(e);
@@ -308,7 +306,7 @@ async function streamEvents(ctx: ApiContext, req: IncomingMessage, res: ServerRe
     ? ctx.tasks.bus.subscribe(id, (e) => (replaying ? buffered.push(e) : deliver(e)))
     : (): void => undefined;
   req.once('close', end);
-  const history = id === '*' ? [] : await ctx.tasks.store.listEvents(id, after);
+  const history = id === '*' ? [] : await ctx.tasks.eventsAfter(id, after);
   for (const e of history) write(e);
   replaying = false;
   for (const e of buffered.sort((a, b) => a.seq - b.seq)) deliver(e);

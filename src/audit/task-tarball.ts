@@ -125,7 +125,7 @@ export async function collectTaskMembers(deps: SealDeps, task: TaskRecord): Prom
         ...(task.bundleDigest !== null ? { bundle_digest: task.bundleDigest } : {}),
       }),
     },
-    { name: 'task-options.json', data: Buffer.from(task.options, 'utf8') },
+    { name: 'task-options.json', data: Buffer.from(canonicalJson(task.options), 'utf8') },
     { name: 'canonical-input.json', data: Buffer.from(task.canonicalInput, 'utf8') },
     { name: 'source-policy.json', data: json(sourcePolicy(input)) },
     { name: 'budget-plan.json', data: Buffer.from(task.budgetPlan, 'utf8') },

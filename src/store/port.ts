@@ -5,6 +5,8 @@
  */
 import type { TaskState } from '../contracts/task-state.js';
 import type { Workflow } from '../contracts/constants.js';
+import type { TaskOptions } from '../contracts/task-options.js';
+import type { TaskUsage } from '../contracts/task-usage.js';
 
 export interface TaskError {
   code: string;
@@ -24,13 +26,13 @@ export interface TaskRecord {
   canonicalInputSha256: string;
   /** Budget plan JSON text written at preflight. */
   budgetPlan: string;
-  /** Task options JSON text (sandbox backend, model roster, …). */
-  options: string;
+  /** Task options (sandbox backend, model roster, …), checked against their schema on the way out. */
+  options: TaskOptions;
   createdAt: string;
   updatedAt: string;
   error: TaskError | null;
-  /** Usage JSON text (tokens per stage and model), null until recorded. */
-  usage: string | null;
+  /** Usage (tokens per stage and model), checked against its schema on the way out; null until recorded. */
+  usage: TaskUsage | null;
   usageDelivered: boolean;
   /** How many times restart recovery resumed this task. */
   resumeCount: number;
@@ -54,7 +56,8 @@ export interface NewTask {
   canonicalInput: string;
   canonicalInputSha256: string;
   budgetPlan: string;
-  options: string;
+  /** Stored as canonical JSON. */
+  options: TaskOptions;
   /** The submitting caller's uid (SO_PEERCRED); null when unknown. */
   callerUid: number | null;
   /** The submitting caller's gid and supplementary groups (the single-host packer runs with them). */

@@ -6,6 +6,9 @@
 import { FusionError } from '../errors.js';
 import { isTaskState } from '../contracts/task-state.js';
 import { WORKFLOWS, type Workflow } from '../contracts/constants.js';
+import type { z } from 'zod';
+import { TaskOptionsSchema } from '../contracts/task-options.js';
+import { TaskUsageSchema } from '../contracts/task-usage.js';
 import type { AttemptRecord, ResultRecord, TaskError, TaskEvent, TaskEventKind, TaskRecord } from './port.js';
 
 export interface TaskRow {
@@ -92,11 +95,11 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     canonicalInput: row.canonical_input,
     canonicalInputSha256: row.canonical_input_sha256,
     budgetPlan: row.budget_plan,
-    options: row.options,
+    options: parseStored(TaskOptionsSchema, row.options, 'task options', row.id),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     error,
-    usage: row.usage,
+    usage: row.usage === null ? null : parseStored(TaskUsageSchema, row.usage, 'task usage', row.id),
     usageDelivered: row.usage_delivered === 1,
     resumeCount: row.resume_count,
     callerUid: row.caller_uid,
@@ -104,6 +107,22 @@ export function toTaskRecord(row: TaskRow): TaskRecord {
     callerGid: row.caller_gid === null ? null : Number(row.caller_gid),
     callerGroups: parseGroups(row.caller_groups),
   };
+}
+
+/**
+ * A JSON column of a task, parsed and checked against its contract: callers get the typed
+ * value, never text to cast; what does not parse is reported as store_error.
+ */
+export function parseStored<S extends z.ZodTypeAny>(schema: S, text: string, what: string, taskId: string): z.infer<S> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new FusionError('store_error', `store holds invalid ${what} (not JSON)`, { cause: err, retryable: false, details: { taskId } });
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw corrupt(what, { taskId, issues: parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`) });
+  return parsed.data as z.infer<S>;
 }
 
 /** The recorded supplementary groups (JSON array of gids), or null when unknown or unreadable. */

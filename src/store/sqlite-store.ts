@@ -10,6 +10,7 @@ import { gunzip, gzip } from 'node:zlib';
 import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../contracts/task-state.js';
+import { canonicalJson } from '../contracts/canonical.js';
 import type {
   AttemptOutcome, AttemptRecord, ListTasksQuery, NewTask, RepoBundleRecord, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
   TaskTarballRecord, TransitionPatch,
@@ -178,7 +179,7 @@ export class SqlStoreImpl implements SqliteStore {
           `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
              created_at, updated_at, caller_uid, bundle_digest, caller_gid, caller_groups) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           [task.id, task.workflow, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
-            task.options, at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
+            canonicalJson(task.options), at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
         // Built from what was just inserted: no read-back on the receipt's critical path.

@@ -50,7 +50,7 @@ async function firstUsage(store: Store, task: TaskRecord): Promise<unknown> {
   // Bookkeeping only: reading a result never needs a write to succeed (a full disk keeps
   // results readable); when the flag cannot be written, the usage is returned again later.
   const first = await store.claimUsageDelivery(task.id).catch(() => true);
-  return first ? (JSON.parse(task.usage) as unknown) : undefined;
+  return first ? task.usage : undefined;
 }
 
 function invalid(reason: string, details: Record<string, unknown> = {}): FusionError {

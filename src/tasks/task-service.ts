@@ -1,37 +1,47 @@
 /**
- * The task layer: durable preflight and receipts, dispatch, cancel, restart recovery, and the
- * bridge between workflow state changes and waiting clients.
+ * The task layer's facade: durable preflight and receipts, dispatch, cancel, restart recovery.
+ * Its roles live beside it: intake (intake.ts: everything that can reject a submit),
+ * admission (admission.ts: the waiting bounds), a run's pieces (task-run.ts), events
+ * (task-events.ts: committed events to waiting clients) and cluster mode (cluster-bridge.ts).
  *
  * Durability rule: the receipt is returned only after the task row, the canonical input and
  * the budget plan are committed (fsynced files + a committed SQLite transaction). Everything
  * that can reject the input runs before anything is created (docs/behaviour.md#a8).
  */
 import { randomBytes } from 'node:crypto';
-import { realpathSync, statSync } from 'node:fs';
-import { dirname, isAbsolute, resolve, sep } from 'node:path';
 import type { Logger } from '../log.js';
 import { FusionError, toFusionError } from '../errors.js';
 import { TOOL_NAMES, type Workflow } from '../contracts/constants.js';
-import { normalizeToolInput } from '../contracts/tool-input.js';
-import { buildCanonicalInput, canonicalJson, sha256Hex, sourcePolicy } from '../contracts/canonical.js';
-import { receiptText, type Receipt } from '../contracts/api.js';
+import { canonicalJson } from '../contracts/canonical.js';
+import type { Receipt } from '../contracts/api.js';
 import type { TaskOptions } from '../contracts/task-options.js';
-import { INTERRUPTED_ATTEMPT_DETAIL, type Store, type TaskRecord, type TransitionPatch } from '../store/port.js';
-import { isTerminal, type TaskState } from '../contracts/task-state.js';
+import { INTERRUPTED_ATTEMPT_DETAIL, type ListTasksQuery, type Store, type TaskEvent, type TaskRecord, type TransitionPatch } from '../store/port.js';
+import { isTerminal } from '../contracts/task-state.js';
 import type { TaskEventBus } from './event-bus.js';
 import type { Dispatcher } from './dispatcher.js';
-import type { ClusterSignals, QueuedRun, TaskQueue } from './cluster-port.js';
-import type { RepoSnapshotReport, TaskControl, TaskRunner } from './runner-port.js';
-import { assertForecastWithinBudget, planBudget, type BudgetConfig } from '../contracts/budget.js';
+import type { QueuedRun } from './cluster-port.js';
+import type { TaskRunner } from './runner-port.js';
+import type { BudgetConfig } from '../contracts/budget.js';
 import { taskPaths } from './paths.js';
 import { asStorageFull, isStorageFull } from '../store/storage-full.js';
-import { mkdirDurable, mkdirDurableAsync, writeFileDurable, writeFileDurableAsync } from '../common/durable-fs.js';
-import { isPrivileged, type CallerIdentity } from './caller.js';
+import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
 import type { RepoAccessCheck } from './repo-access.js';
-import { join } from 'node:path';
-import type { PackRequest } from '../bundles/pack-as-caller.js';
 import type { PackedBundle } from '../bundles/pack.js';
-import { DEFAULT_REPO_EXCLUDES } from '../bundles/excludes.js';
+import type { DeliveryMode } from '../contracts/api.js';
+import { readAnswerBytes, readBgResult, type BgResult, type ResultReadOptions } from './result-reader.js';
+import { Admission } from './admission.js';
+import { TaskEventPublisher } from './task-events.js';
+import { ClusterBridge, type Cluster } from './cluster-bridge.js';
+import { packAtSubmit, prepareSubmit, receiptOf, repoAsCaller, snapshotJson, type PreparedSubmit, type SubmitRequest } from './intake.js';
+import {
+  SNAPSHOT_CHECKPOINT, STORAGE_BACKOFF_MS, STORAGE_WAIT_MS, hasRun, repositoryFor, settleWithin, sleep, storageFullError, taskControl, waitForSpace, writeTaskFiles,
+  type RepoBundles,
+} from './task-run.js';
+
+export type { SubmitRequest } from './intake.js';
+export type { RepoBundles } from './task-run.js';
+export { SNAPSHOT_CHECKPOINT, STORAGE_WAIT_MS } from './task-run.js';
+export { MAX_ENDED_CURSORS } from './task-events.js';
 
 export interface TaskServiceDeps {
   store: Store;
@@ -68,7 +78,7 @@ export interface TaskServiceDeps {
    * `dispatcher`, and any daemon of the cluster may run them; `signals` carries new events and
    * cancels between the daemons; `daemonId` names this daemon in the events of the runs it takes.
    */
-  cluster?: { queue: TaskQueue; signals: ClusterSignals; daemonId: string };
+  cluster?: Cluster;
   /**
    * Repository snapshots (docs/operations.md#repository-snapshots): the repository is packed as
    * the caller into a bundle and the task runs over its verified, unpacked, root-owned tree,
@@ -79,61 +89,50 @@ export interface TaskServiceDeps {
   bundles?: RepoBundles;
 }
 
-export interface RepoBundles {
-  pack(req: PackRequest): Promise<PackedBundle>;
-  checkout(digest: string): Promise<string>;
-  /** Single host: verifies and unpacks a bundle just packed here; its tree. Absent: single-host tasks read their path. */
-  install?(bundle: { digest: string; data: Buffer }): Promise<string>;
-  /** Holds a tree against pruning while a run uses it. */
-  pin?(digest: string): () => void;
-  /** The cap on a bundle's archive size, bytes. */
-  maxBytes: number;
-}
-
-/** The checkpoint holding what the task's snapshot left out (RepoSnapshotReport). */
-export const SNAPSHOT_CHECKPOINT = 'repo-snapshot';
-
-export interface SubmitRequest {
-  workflow: Workflow;
-  arguments: unknown;
-  repo: string;
-  options?: TaskOptions;
-  /** Who submits (a fairness label for the per-caller bound, not an identity check); default "local". */
-  caller?: string;
-  /** The kernel-reported caller (SO_PEERCRED), recorded on the task; absent → an in-process caller. */
-  identity?: CallerIdentity;
-}
-
 type AbortReason = 'cancel' | 'shutdown';
 
-/** Bus cursors kept for ended tasks (their late events); older ones are forgotten. */
-export const MAX_ENDED_CURSORS = 256;
+/** The checks a result read runs (the signed tarball's seal, the attempts' records). */
+export type ResultChecks = Pick<ResultReadOptions, 'sealCheck' | 'attemptCheck'>;
+
+/** How a task's run starts: a resume continues from its last committed stage boundary. */
+interface RunStart {
+  resume: boolean;
+  /** Called when the run takes its slot (gives back the task's waiting place). */
+  onStart?: () => void;
+}
 
 export class TaskService {
-  /** `unadmit` gives back the task's waiting place (idempotent; also done when it starts). */
+  /** This daemon's runs; `unadmit` gives back the task's waiting place (idempotent; also done when it starts). */
   private readonly controllers = new Map<string, { ac: AbortController; settled: Promise<void>; started: boolean; unadmit: () => void }>();
   private accepting = true;
   /** Set when the daemon started on a full disk: why nothing is accepted. */
   private readOnlyReason: string | undefined;
   private readonly log: Logger;
-  /** Tasks admitted but not started yet, per caller (reserved synchronously, so a flood cannot overshoot). */
-  private readonly waiting = new Map<string, number>();
-  private waitingTotal = 0;
   /** Per task: the pending `initializing → queued` write, awaited before the task starts. */
   private readonly queueing = new Map<string, Promise<void>>();
-  /** Mean wall time of recent runs (for Retry-After), exponentially weighted. */
-  private meanRunMs = 30_000;
+  private readonly admission: Admission;
+  private readonly events: TaskEventPublisher;
+  private readonly clusterBridge: ClusterBridge | undefined;
 
   constructor(private readonly deps: TaskServiceDeps) {
     this.log = deps.log.child({ component: 'tasks' });
+    this.admission = new Admission(deps.admission);
+    this.events = new TaskEventPublisher(deps.store, deps.bus, deps.cluster?.signals);
+    this.clusterBridge = deps.cluster === undefined ? undefined : new ClusterBridge(deps.cluster, {
+      store: deps.store,
+      log: this.log,
+      maxResumes: deps.maxResumes ?? 1,
+      accepting: () => this.accepting,
+      fail: (taskId, err) => this.fail(taskId, err),
+      publish: (taskId) => this.publish(taskId),
+      publishRemote: (taskId) => this.events.publishRemote(taskId),
+      run: (task, ac, how) => this.runTracked(task, ac, how),
+      abortLocal: (taskId) => this.controllers.get(taskId)?.ac.abort('cancel' satisfies AbortReason),
+    });
   }
 
   get bus(): TaskEventBus {
     return this.deps.bus;
-  }
-
-  get store(): Store {
-    return this.deps.store;
   }
 
   async submit(req: SubmitRequest): Promise<Receipt> {
@@ -142,25 +141,15 @@ export class TaskService {
     //    no receipt when the commit could not be durable, nor when too many tasks already wait.
     if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
     this.deps.assertStorage?.();
-    const caller = req.caller ?? 'local';
     // Cluster mode: the shared queue holds waiting tasks (not this daemon), so it has no local bound.
-    if (this.deps.cluster === undefined) this.admit(caller);
-    let admitted = this.deps.cluster === undefined;
-    const release = (): void => {
-      if (!admitted) return;
-      admitted = false;
-      this.waitingTotal--;
-      const left = (this.waiting.get(caller) ?? 1) - 1;
-      if (left <= 0) this.waiting.delete(caller);
-      else this.waiting.set(caller, left);
-    };
+    const release = this.clusterBridge === undefined ? this.admission.admit(req.caller ?? 'local') : () => undefined;
     // 2. Everything that can reject the request, before anything exists.
-    let prepared: ReturnType<typeof prepareSubmit>;
+    let prepared: PreparedSubmit;
     let bundle: PackedBundle | undefined;
     try {
-      prepared = prepareSubmit(req, await this.repoAsCaller(req), this.deps);
+      prepared = prepareSubmit(req, await repoAsCaller(req, this.deps), this.deps);
       // Cluster mode: the repository travels with the task (read as the caller, like the check).
-      bundle = await this.packBundle(req, prepared.repoDir);
+      if (this.clusterBridge !== undefined && this.deps.bundles !== undefined) bundle = await packAtSubmit(req, prepared.repoDir, this.deps.bundles, this.deps);
     } catch (err) {
       release();
       throw err;
@@ -180,7 +169,7 @@ export class TaskService {
         canonicalInput: canonicalText,
         canonicalInputSha256: canonicalSha,
         budgetPlan: canonicalJson(plan),
-        options: canonicalJson(req.options ?? {}),
+        options: prepared.options,
         callerUid: req.identity?.uid ?? null,
         callerGid: req.identity?.gid ?? null,
         callerGroups: req.identity?.groups ?? null,
@@ -191,175 +180,78 @@ export class TaskService {
       throw asStorageFull(err);
     }
     // Waiters learn of the new task on the next turn; the receipt does not wait for them.
-    setImmediate(() => void this.publishNewEvents(taskId).catch(() => undefined));
+    setImmediate(() => void this.publish(taskId).catch(() => undefined));
     this.log.info({ taskId, workflow: req.workflow, state: task.state, ...(bundle !== undefined ? { bundleDigest: bundle.digest, bundleBytes: bundle.data.length, bundleSkipped: bundle.skipped } : {}) }, 'task accepted');
 
     // 4. Only now is anything started. Cluster mode: the job is in the shared queue before the
     //    receipt is returned (a task without its job would wait for nobody).
-    if (this.deps.cluster !== undefined) {
+    if (this.clusterBridge !== undefined) {
       if (bundle !== undefined) await this.deps.store.saveCheckpoint(taskId, SNAPSHOT_CHECKPOINT, snapshotJson(bundle));
-      await this.enqueueOrFail(task);
+      await this.clusterBridge.enqueueOrFail(task);
       return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
     }
     // A task that must wait for a run slot says so (queued), written after the receipt so the
     // receipt does not wait for it.
-    if (this.deps.admission !== undefined && this.deps.dispatcher.running + this.deps.dispatcher.queued >= this.deps.admission.concurrency) {
+    if (this.admission.mustWait(this.deps.dispatcher.running, this.deps.dispatcher.queued)) {
       this.queueing.set(taskId, this.markQueued(taskId));
     }
-    this.start(task, false, release);
+    this.start(task, { resume: false, onStart: release });
     return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
   }
 
-  /** Cluster mode: queues the new task's job; a task whose job could not be queued fails at once. */
-  private async enqueueOrFail(task: TaskRecord): Promise<void> {
-    const cluster = this.deps.cluster;
-    if (cluster === undefined) return;
-    try {
-      await cluster.queue.enqueue(task);
-    } catch (err) {
-      const fe = new FusionError('dispatch_failed', `the task could not be handed to the cluster queue: ${(err as Error).message}`, { cause: err });
-      await this.fail(task.id, fe);
-      throw fe;
-    }
-  }
-
-  /**
-   * Cluster mode: runs a task this daemon's worker took from the shared queue, and resolves when
-   * the run settled. A task found past `queued` was running on a daemon that died or drained: it
-   * is resumed from its last committed stage boundary under the restart-recovery rules (one
-   * resume, then supervisor_restarted), exactly as a restarted daemon would.
-   */
+  /** Cluster mode: runs a task this daemon's worker took from the shared queue (cluster-bridge.ts). */
   async runQueued(job: QueuedRun): Promise<void> {
-    const cluster = this.deps.cluster;
-    const task = await this.deps.store.getTask(job.taskId);
-    if (cluster === undefined || task === null || isTerminal(task.state) || !this.accepting) return;
-    let resume = false;
-    if (hasRun(task.state)) {
-      const maxResumes = this.deps.maxResumes ?? 1;
-      if (task.resumeCount >= maxResumes) {
-        await this.fail(task.id, new FusionError('supervisor_restarted', `the daemon running the task stopped while it was ${task.state}; it had already been resumed ${task.resumeCount} time(s), so it was not resumed again. Submit it again.`, { stage: task.state }));
-        return;
-      }
-      await this.deps.store.incrementResumeCount(task.id);
-      await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'resumed', state: task.state, daemon: cluster.daemonId });
-      this.log.warn({ taskId: task.id, state: task.state }, 'resuming a task whose daemon stopped');
-      resume = true;
-    } else {
-      await this.deps.store.appendEvent(task.id, 'progress', { daemon: cluster.daemonId });
-    }
-    await this.publishNewEvents(task.id);
-    const ac = new AbortController();
-    let release!: () => void;
-    const settled = new Promise<void>((r) => (release = r));
-    this.controllers.set(task.id, { ac, settled, started: true, unadmit: () => undefined });
-    const drain = (): void => ac.abort('shutdown' satisfies AbortReason);
-    job.signal.addEventListener('abort', drain, { once: true });
-    try {
-      await this.runTask(resume ? { ...task, resumeCount: task.resumeCount + 1 } : task, ac, resume);
-    } finally {
-      job.signal.removeEventListener('abort', drain);
-      this.controllers.delete(task.id);
-      release();
-    }
+    await this.clusterBridge?.runQueued(job);
   }
 
-  /**
-   * Cluster mode, at start-up: every unfinished task gets its queue job again (a no-op for the
-   * tasks whose job exists), so a task whose submitting daemon died before queueing it still runs.
-   */
+  /** Cluster mode, at start-up: every unfinished task gets its queue job again. */
   async requeueUnfinished(): Promise<number> {
-    const cluster = this.deps.cluster;
-    if (cluster === undefined) return 0;
-    const unfinished = await this.deps.store.listNonTerminalTasks();
-    for (const task of unfinished) await cluster.queue.enqueue(task);
-    return unfinished.length;
+    return (await this.clusterBridge?.requeueUnfinished()) ?? 0;
   }
 
   /** Cluster mode: another daemon committed events of `taskId`; feed them to the local waiters. */
   remoteEvents(taskId: string): void {
-    void this.publishNewEvents(taskId, undefined, true).catch(() => undefined);
+    this.clusterBridge?.remoteEvents(taskId);
   }
 
   /** Cluster mode: another daemon cancelled `taskId`; stop the local run, if this daemon has it. */
   remoteCancel(taskId: string): void {
-    this.controllers.get(taskId)?.ac.abort('cancel' satisfies AbortReason);
-  }
-
-  /**
-   * The repository path a non-privileged caller asked for, as that caller sees it (its physical
-   * path), or a refusal when it could not read it. Root and the daemon's uid read anything.
-   */
-  private async repoAsCaller(req: SubmitRequest): Promise<string> {
-    const caller = req.identity;
-    if (caller === undefined || isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0) || !isAbsolute(req.repo.trim())) return req.repo;
-    if (this.deps.checkRepo === undefined) throw new FusionError('internal_error', 'no repository check is configured for non-root callers');
-    return this.deps.checkRepo(req.repo.trim(), caller);
-  }
-
-  /** Cluster mode: the task's repository bundle, packed as the caller; undefined outside cluster mode. */
-  private async packBundle(req: SubmitRequest, repoDir: string): Promise<PackedBundle | undefined> {
-    const bundles = this.deps.bundles;
-    if (this.deps.cluster === undefined || bundles === undefined) return undefined;
-    const caller = req.identity;
-    const asCaller = caller !== undefined && !isPrivileged(caller, this.deps.daemonUid ?? process.getuid?.() ?? 0);
-    return bundles.pack({ repo: repoDir, exclude: req.options?.repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(asCaller ? { caller } : {}) });
-  }
-
-  /**
-   * The repository a run reads (docs/operations.md#repository-snapshots). A task that names a
-   * snapshot runs over that one (cluster: fetched and verified; single host: the tree it
-   * started over, or repo_snapshot_missing when it is gone: never the repository as it is now).
-   * A single-host task starting its run is packed now, as its caller (the kernel decides what
-   * the caller can read), and `pending` is the digest its first transition records.
-   */
-  private async repositoryFor(task: TaskRecord, signal: AbortSignal): Promise<{ repoDir: string; report?: RepoSnapshotReport; pending?: string; release: () => void }> {
-    const bundles = this.deps.bundles;
-    const none = (): void => undefined;
-    if (bundles === undefined) return { repoDir: task.repoDir, release: none };
-    const readReport = async (): Promise<RepoSnapshotReport | undefined> => {
-      const text = await this.deps.store.getCheckpoint(task.id, SNAPSHOT_CHECKPOINT);
-      return text === null ? undefined : (JSON.parse(text) as RepoSnapshotReport);
-    };
-    if (task.bundleDigest !== null) {
-      const release = bundles.pin?.(task.bundleDigest) ?? none;
-      try {
-        const repoDir = await bundles.checkout(task.bundleDigest);
-        const report = await readReport();
-        return { repoDir, release, ...(report !== undefined ? { report } : {}) };
-      } catch (err) {
-        release();
-        throw err;
-      }
-    }
-    if (this.deps.cluster !== undefined || bundles.install === undefined) return { repoDir: task.repoDir, release: none };
-    const daemonUid = this.deps.daemonUid ?? process.getuid?.() ?? 0;
-    let caller: { uid: number; gid: number; groups: number[] | null } | undefined;
-    if (task.callerUid !== null && task.callerUid !== 0 && task.callerUid !== daemonUid) {
-      if (task.callerGid === null || task.callerGid === undefined) {
-        throw new FusionError('invalid_input', `the task records caller uid ${task.callerUid} without its groups, so its repository cannot be read as that caller; submit it again`, { details: { field: 'repo' } });
-      }
-      caller = { uid: task.callerUid, gid: task.callerGid, groups: task.callerGroups ?? null };
-    }
-    const started = Date.now();
-    const packed = await bundles.pack({ repo: task.repoDir, exclude: optionsOf(task).repoExclude ?? DEFAULT_REPO_EXCLUDES, maxBytes: bundles.maxBytes, ...(caller !== undefined ? { caller } : {}), signal });
-    const release = bundles.pin?.(packed.digest) ?? none;
-    const bytes = packed.data.length;
-    try {
-      // The bytes move to the unpacking worker: not read after this.
-      const repoDir = await bundles.install({ digest: packed.digest, data: packed.data });
-      await this.deps.store.saveCheckpoint(task.id, SNAPSHOT_CHECKPOINT, snapshotJson(packed));
-      this.log.info({ taskId: task.id, bundleDigest: packed.digest, bundleBytes: bytes, entries: packed.entries, skipped: packed.skipped.counts, ms: Date.now() - started }, 'repository snapshot taken');
-      return { repoDir, report: snapshotReport(packed), pending: packed.digest, release };
-    } catch (err) {
-      release();
-      throw err;
-    }
+    this.clusterBridge?.remoteCancel(taskId);
   }
 
   async get(taskId: string): Promise<TaskRecord> {
     const task = await this.deps.store.getTask(taskId);
     if (!task) throw noSuchTask(taskId);
     return task;
+  }
+
+  /** The task, or null when there is none (no error: for filters that only ask). */
+  find(taskId: string): Promise<TaskRecord | null> {
+    return this.deps.store.getTask(taskId);
+  }
+
+  /** Tasks by the query's filters, newest first. */
+  list(query: ListTasksQuery): Promise<TaskRecord[]> {
+    return this.deps.store.listTasks(query);
+  }
+
+  /** The task's committed events after `afterSeq` (0: all), in order. */
+  eventsAfter(taskId: string, afterSeq: number): Promise<TaskEvent[]> {
+    return this.deps.store.listEvents(taskId, afterSeq);
+  }
+
+  /** A terminal task's result (result-reader.ts), with this daemon's copy of its answer file. */
+  readResult(task: TaskRecord, delivery: DeliveryMode, checks: ResultChecks): Promise<BgResult> {
+    return readBgResult(this.deps.store, task, delivery, this.readOptions(checks));
+  }
+
+  /** A completed task's answer bytes, checked against the committed digest. */
+  readAnswer(task: TaskRecord, checks: ResultChecks): Promise<{ answer: Buffer; sha256: string }> {
+    return readAnswerBytes(this.deps.store, task, this.readOptions(checks));
+  }
+
+  private readOptions(checks: ResultChecks): ResultReadOptions {
+    return { ...checks, materialise: (taskId, answer) => this.materialiseAnswer(taskId, answer), answerFileHere: (taskId) => this.answerFileHere(taskId) };
   }
 
   /** Cancels a non-terminal task and waits (bounded) until its sandboxes are gone. Terminal tasks are returned as they are. */
@@ -371,14 +263,11 @@ export class TaskService {
         error: { code: 'cancelled', message: `cancelled by request while ${task.state}`, state: task.state },
       });
       if (!moved) continue; // state moved under us; read again
-      await this.publishNewEvents(taskId);
+      await this.publish(taskId);
       this.log.info({ taskId, from: task.state }, 'task cancelled');
       const entry = this.controllers.get(taskId);
-      if (!entry && this.deps.cluster !== undefined) {
-        // Running (or queued) elsewhere in the cluster: tell its daemon, drop a job not started yet.
-        await this.deps.cluster.signals.cancel(taskId).catch((err: unknown) => this.log.warn({ taskId, err }, 'could not signal the cancel to the cluster'));
-        await this.deps.cluster.queue.removeWaiting(taskId);
-      }
+      // Running (or queued) elsewhere in the cluster.
+      if (!entry && this.clusterBridge !== undefined) await this.clusterBridge.cancelElsewhere(taskId);
       if (entry) {
         entry.ac.abort('cancel' satisfies AbortReason);
         // A task still waiting for its run slot waits no more: its place is free now, not when
@@ -405,9 +294,9 @@ export class TaskService {
       // it runs from the start and does not use up its resume.
       if (!hasRun(task.state)) {
         await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'started', state: task.state });
-        await this.publishNewEvents(task.id);
+        await this.publish(task.id);
         this.log.info({ taskId: task.id, state: task.state }, 'starting a task that had not run before the restart');
-        this.start(task, false);
+        this.start(task, { resume: false });
         resumed.push(task.id);
         continue;
       }
@@ -421,9 +310,9 @@ export class TaskService {
       }
       await this.deps.store.incrementResumeCount(task.id);
       await this.deps.store.appendEvent(task.id, 'progress', { recovery: 'resumed', state: task.state });
-      await this.publishNewEvents(task.id);
+      await this.publish(task.id);
       this.log.warn({ taskId: task.id, state: task.state }, 'resuming task after restart');
-      this.start({ ...task, resumeCount: task.resumeCount + 1 }, true);
+      this.start({ ...task, resumeCount: task.resumeCount + 1 }, { resume: true });
       resumed.push(task.id);
     }
     return { resumed, failed };
@@ -453,7 +342,9 @@ export class TaskService {
     await this.deps.dispatcher.drain();
   }
 
-  private start(task: TaskRecord, resume: boolean, onStart: () => void = () => undefined): void {
+  /** Hands the task to this daemon's dispatcher. */
+  private start(task: TaskRecord, how: RunStart): void {
+    const onStart = how.onStart ?? ((): void => undefined);
     const ac = new AbortController();
     let release!: () => void;
     const settled = new Promise<void>((r) => (release = r));
@@ -469,36 +360,26 @@ export class TaskService {
         this.queueing.delete(task.id);
         await mark;
         const current = mark === undefined ? task : ((await this.deps.store.getTask(task.id)) ?? task);
-        await this.runTask(current, ac, resume);
+        await this.runTask(current, ac, { resume: how.resume });
       } finally {
-        this.meanRunMs = 0.8 * this.meanRunMs + 0.2 * (Date.now() - started);
+        this.admission.ranFor(Date.now() - started);
         this.controllers.delete(task.id);
         release();
       }
     });
   }
 
-  /** Reserves a waiting place for `caller`, or refuses with busy (HTTP 429, Retry-After). */
-  private admit(caller: string): void {
-    const refusal = this.busyRefusal(caller);
-    if (refusal !== undefined) throw refusal;
-    this.waiting.set(caller, (this.waiting.get(caller) ?? 0) + 1);
-    this.waitingTotal++;
-  }
-
-  /** The busy answer for `caller` now (the daemon's or its own waiting bound reached), else undefined. */
-  private busyRefusal(caller: string): FusionError | undefined {
-    const limits = this.deps.admission;
-    if (limits === undefined) return undefined;
-    const mine = this.waiting.get(caller) ?? 0;
-    const whose = this.waitingTotal >= limits.maxQueued ? 'the daemon' : mine >= limits.maxQueuedPerCaller ? `caller ${JSON.stringify(caller)}` : undefined;
-    if (whose === undefined) return undefined;
-    const limit = whose === 'the daemon' ? limits.maxQueued : limits.maxQueuedPerCaller;
-    const waiting = whose === 'the daemon' ? this.waitingTotal : mine;
-    const retryAfterSeconds = Math.max(1, Math.ceil(((this.meanRunMs / 1000) * Math.max(1, waiting)) / Math.max(1, limits.concurrency) / 4));
-    return new FusionError('busy', `the daemon is busy: ${waiting} tasks of ${whose} are already waiting (limit ${limit}); nothing was created. Retry in about ${retryAfterSeconds} s.`, {
-      details: { waiting, limit, scope: whose === 'the daemon' ? 'daemon' : 'caller', retryAfterSeconds },
-    });
+  /** Runs a task outside the dispatcher (a cluster queue job), tracked as this daemon's run until it settled. */
+  private async runTracked(task: TaskRecord, ac: AbortController, how: { resume: boolean }): Promise<void> {
+    let release!: () => void;
+    const settled = new Promise<void>((r) => (release = r));
+    this.controllers.set(task.id, { ac, settled, started: true, unadmit: () => undefined });
+    try {
+      await this.runTask(task, ac, how);
+    } finally {
+      this.controllers.delete(task.id);
+      release();
+    }
   }
 
   /**
@@ -510,14 +391,14 @@ export class TaskService {
   refuseEarly(caller: string | undefined): void {
     if (!this.accepting) throw new FusionError('shutting_down', 'the daemon is shutting down and accepts no new tasks; retry after it restarts');
     if (this.readOnlyReason !== undefined) throw new FusionError('storage_full', `${this.readOnlyReason}; no task was accepted`, { details: { readOnly: true, retryAfterSeconds: 60 } });
-    if (this.deps.cluster !== undefined) return;
-    const refusal = this.busyRefusal(caller ?? 'local');
+    if (this.clusterBridge !== undefined) return;
+    const refusal = this.admission.refusal(caller ?? 'local');
     if (refusal !== undefined) throw refusal;
   }
 
   private async markQueued(taskId: string): Promise<void> {
     try {
-      if (await this.deps.store.transitionTask(taskId, 'initializing', 'queued')) await this.publishNewEvents(taskId);
+      if (await this.deps.store.transitionTask(taskId, 'initializing', 'queued')) await this.publish(taskId);
     } catch (err) {
       // The task still runs in its turn; only the visible state is missing.
       this.log.warn({ taskId, err: toFusionError(err) }, 'could not mark the task queued');
@@ -531,24 +412,26 @@ export class TaskService {
 
   /** Tasks waiting for a run slot now (health, metrics). */
   get waitingCount(): number {
-    return this.waitingTotal;
+    return this.admission.waitingCount;
   }
 
-  private async runTask(task: TaskRecord, ac: AbortController, resume: boolean): Promise<void> {
-    const waitUntil = Date.now() + (this.deps.storageWaitMs ?? STORAGE_WAIT_MS);
+  private async runTask(task: TaskRecord, ac: AbortController, how: { resume: boolean }): Promise<void> {
+    const waitMs = this.deps.storageWaitMs ?? STORAGE_WAIT_MS;
+    const waitUntil = Date.now() + waitMs;
     let backoff: number = STORAGE_BACKOFF_MS.first;
+    let resume = how.resume;
     for (;;) {
-      const err = await this.runOnce(task, ac, resume);
+      const err = await this.runOnce(task, ac, { resume });
       if (err === undefined) return;
       if (!isStorageFull(err) || ac.signal.aborted) return this.failRun(task.id, ac, err);
       // A full disk is a state, not a bug (docs/behaviour.md#b13, storage_full): the run is set
       // aside, waits (backoff) for space and resumes from its committed checkpoints; a task
       // whose disk stays full past the wait fails storage_full.
-      if (Date.now() >= waitUntil) return this.failRun(task.id, ac, storageFullError(this.deps.storageWaitMs ?? STORAGE_WAIT_MS));
+      if (Date.now() >= waitUntil) return this.failRun(task.id, ac, storageFullError(waitMs));
       this.log.warn({ taskId: task.id, state: task.state, err: toFusionError(err).message, retryInMs: backoff }, 'the disk is full: the run is set aside until there is space again');
-      if (!(await this.waitForSpace(backoff, waitUntil, ac.signal))) {
+      if (!(await waitForSpace(backoff, waitUntil, ac.signal, () => this.hasSpace()))) {
         if (ac.signal.aborted) return;
-        return this.failRun(task.id, ac, storageFullError(this.deps.storageWaitMs ?? STORAGE_WAIT_MS));
+        return this.failRun(task.id, ac, storageFullError(waitMs));
       }
       backoff = Math.min(backoff * 2, STORAGE_BACKOFF_MS.max);
       const fresh = await this.deps.store.getTask(task.id).catch(() => null);
@@ -561,20 +444,34 @@ export class TaskService {
     }
   }
 
+  /** Whether the data directory's disk has its reserve free again. */
+  private hasSpace(): boolean {
+    try {
+      this.deps.assertStorage?.();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** One run of the task; returns what stopped it, or undefined when it ended (or was stopped on purpose). */
-  private async runOnce(task: TaskRecord, ac: AbortController, resume: boolean): Promise<unknown> {
+  private async runOnce(task: TaskRecord, ac: AbortController, how: { resume: boolean }): Promise<unknown> {
     let release = (): void => undefined;
     try {
       if (ac.signal.aborted) return undefined;
       // The task runs over its snapshot (bundle_changed / repo_snapshot_missing fail it before anything runs).
-      const repo = await this.repositoryFor(task, ac.signal);
+      const repo = await repositoryFor(task, ac.signal, {
+        store: this.deps.store, bundles: this.deps.bundles, clustered: this.deps.cluster !== undefined, daemonUid: this.deps.daemonUid ?? process.getuid?.() ?? 0, log: this.log,
+      });
       release = repo.release;
-      const control = this.control(task, repo.pending);
-      await this.writeTaskFiles(task);
+      const control = taskControl(task, repo.pending, {
+        store: this.deps.store, publish: (id) => this.publish(id), get: (id) => this.get(id), terminalHook: (id) => this.terminalHook(id), log: this.log,
+      });
+      await writeTaskFiles(this.deps.tasksDir, task);
       // A cancel or a drain that came while the bundle was checked out (a fetch, an unpack, a
       // flush): the runner would only see an abort signal fire, and this one already has.
       if (ac.signal.aborted) return undefined;
-      await this.deps.runner.run({ task: { ...task, repoDir: repo.repoDir }, control, signal: ac.signal, resume, ...(repo.report !== undefined ? { repository: repo.report } : {}) });
+      await this.deps.runner.run({ task: { ...task, repoDir: repo.repoDir }, control, signal: ac.signal, resume: how.resume, ...(repo.report !== undefined ? { repository: repo.report } : {}) });
       const after = await this.get(task.id);
       if (!isTerminal(after.state)) {
         throw new FusionError('internal_error', `the workflow returned without committing a result (state ${after.state})`);
@@ -616,70 +513,6 @@ export class TaskService {
     }
   }
 
-  /** Sleeps `ms`, then waits (polling at `ms`) until the disk has its reserve free; false when the wait ended without space. */
-  private async waitForSpace(ms: number, until: number, signal: AbortSignal): Promise<boolean> {
-    for (;;) {
-      await sleep(ms, signal);
-      if (signal.aborted || Date.now() >= until) return false;
-      try {
-        this.deps.assertStorage?.();
-        return true;
-      } catch {
-        // still below the reserve
-      }
-    }
-  }
-
-  /** `pendingDigest`: a snapshot taken for this run, recorded by its first transition (same transaction). */
-  private control(task: TaskRecord, pendingDigest?: string): TaskControl {
-    let current: TaskState = task.state;
-    let pending = pendingDigest;
-    const store = this.deps.store;
-    const moved = async (next: TaskRecord | null, to: TaskState): Promise<TaskRecord> => {
-      if (next) {
-        current = next.state;
-        await this.publishNewEvents(task.id);
-        this.log.info({ taskId: task.id, state: to }, 'task state changed');
-        return next;
-      }
-      const fresh = await this.get(task.id);
-      if (fresh.state === 'cancelled') throw new FusionError('cancelled', 'the task was cancelled');
-      throw new FusionError('invalid_transition', `task is ${fresh.state}, expected ${current} before moving to ${to}`);
-    };
-    return {
-      taskId: task.id,
-      store,
-      transition: async (to, patch) => {
-        const withDigest = pending !== undefined ? { ...patch, bundleDigest: pending } : patch;
-        const next = await moved(await store.transitionTask(task.id, current, to, withDigest), to);
-        pending = undefined;
-        return next;
-      },
-      commit: async (result, patch) => {
-        const next = await store.commitResult(result, patch);
-        // Sealed before anyone is told the task completed, so bg_result can check the seal.
-        if (next) await this.terminalHook(task.id);
-        return moved(next, 'completed');
-      },
-      progress: async (data) => {
-        await store.appendEvent(task.id, 'progress', data);
-        await this.publishNewEvents(task.id);
-      },
-    };
-  }
-
-  /** Readable copies of the committed preflight records in the task directory (for admins and tarballs). */
-  private async writeTaskFiles(task: TaskRecord): Promise<void> {
-    // Off the event loop: a synchronous fsync here would stall every receipt of a flood.
-    const paths = taskPaths(this.deps.tasksDir, task.id);
-    await mkdirDurableAsync(paths.dir, 0o700);
-    await writeFileDurableAsync(paths.inputFile, task.canonicalInput);
-    await writeFileDurableAsync(paths.budgetFile, task.budgetPlan);
-    if (task.workflow === 'research') {
-      await writeFileDurableAsync(join(paths.dir, 'source-policy.json'), canonicalJson(sourcePolicy(JSON.parse(task.canonicalInput) as Parameters<typeof sourcePolicy>[0])));
-    }
-  }
-
   /** Fails a task from whatever non-terminal state it is in (CAS loop). */
   async fail(taskId: string, err: FusionError, patch: TransitionPatch = {}): Promise<void> {
     for (;;) {
@@ -694,7 +527,7 @@ export class TaskService {
       });
       if (done) {
         await this.terminalHook(taskId);
-        await this.publishNewEvents(taskId);
+        await this.publish(taskId);
         this.log.warn({ taskId, state: task.state, code: err.code, err: err.message }, 'task failed');
         return;
       }
@@ -732,72 +565,10 @@ export class TaskService {
     }
   }
 
-  /** Bus cursor (seq of the last event put on the bus) per task that has not ended. */
-  private readonly published = new Map<string, number>();
-  /**
-   * Cursors of recently ended tasks, oldest first, at most MAX_ENDED_CURSORS: a run stopped by a
-   * cancel may still commit an event after the terminal one, and it is published once (not the
-   * whole history again) without a cursor per ended task staying for the daemon's lifetime.
-   */
-  private readonly endedCursors = new Map<string, number>();
-
-  /** Publishes committed events the bus has not seen yet, in order. */
-  private async publishNewEvents(taskId: string, fromSeq?: number, remote = false): Promise<void> {
-    const cursor = (): number => this.published.get(taskId) ?? this.endedCursors.get(taskId) ?? 0;
-    const events = await this.deps.store.listEvents(taskId, fromSeq ?? cursor());
-    // Cluster mode: the other daemons' waiters hear of what this daemon committed.
-    if (!remote && events.length > 0) this.deps.cluster?.signals.eventsCommitted(taskId);
-    for (const event of events) {
-      if (event.seq <= cursor()) continue;
-      this.advanceCursor(taskId, event.seq, event.kind === 'terminal');
-      this.deps.bus.publish(event);
-    }
+  /** Publishes the task's committed events the bus has not seen yet (task-events.ts). */
+  private publish(taskId: string): Promise<void> {
+    return this.events.publishNew(taskId);
   }
-
-  private advanceCursor(taskId: string, seq: number, terminal: boolean): void {
-    if (!terminal && !this.endedCursors.has(taskId)) {
-      this.published.set(taskId, seq);
-      return;
-    }
-    this.published.delete(taskId);
-    this.endedCursors.delete(taskId); // re-inserted as the newest
-    this.endedCursors.set(taskId, seq);
-    if (this.endedCursors.size > MAX_ENDED_CURSORS) {
-      const oldest = this.endedCursors.keys().next().value;
-      if (oldest !== undefined) this.endedCursors.delete(oldest);
-    }
-  }
-}
-
-/** Validates and canonicalises a submit (throws invalid_input / budget errors); creates nothing. */
-function prepareSubmit(req: SubmitRequest, repo: string, deps: Pick<TaskServiceDeps, 'tasksDir' | 'preflightOptions' | 'budget'>) {
-  const args = normalizeToolInput(req.workflow, req.arguments);
-  const repoDir = validateRepoDir(repo, dirname(deps.tasksDir));
-  // The roster serving this task also sets its prompt budgets (models file, context windows).
-  const budget = deps.preflightOptions?.(req.options ?? {}) ?? deps.budget;
-  const canonicalInput = buildCanonicalInput({ workflow: req.workflow, cwd: repoDir, args });
-  const canonicalText = canonicalJson(canonicalInput);
-  const canonicalSha = sha256Hex(canonicalText);
-  const plan = planBudget(Buffer.byteLength(canonicalText), budget);
-  assertForecastWithinBudget(plan);
-  return { repoDir, canonicalInput, canonicalText, canonicalSha, plan };
-}
-
-/** A task's stored options (validated at submission). */
-function optionsOf(task: TaskRecord): TaskOptions {
-  try {
-    return JSON.parse(task.options) as TaskOptions;
-  } catch {
-    return {};
-  }
-}
-
-function snapshotReport(packed: PackedBundle): RepoSnapshotReport {
-  return { digest: packed.digest, entries: packed.entries, skipped: packed.skipped };
-}
-
-function snapshotJson(packed: PackedBundle): string {
-  return canonicalJson(snapshotReport(packed));
 }
 
 /** The one answer for a task that does not exist or that the caller may not see (no existence leak). */
@@ -808,75 +579,4 @@ export function noSuchTask(taskId: string): FusionError {
 /** One mapping of a full disk to storage_full for every submit path (src/store/storage-full.ts). */
 export { asStorageFull, isStorageFull };
 
-/** A task's total wait for space before it fails storage_full, and the backoff between checks. */
-export const STORAGE_WAIT_MS = 10 * 60_000;
-const STORAGE_BACKOFF_MS = { first: 1_000, max: 5_000 } as const;
-
-/** A task that ran: past `queued` (a resume of it counts against the restart-recovery limit). */
-function hasRun(state: TaskState): boolean {
-  return state !== 'initializing' && state !== 'queued';
-}
-
-function storageFullError(waitedMs: number | undefined, cause?: unknown): FusionError {
-  const waited = waitedMs === undefined ? '' : ` for ${Math.round(waitedMs / 1000)} s`;
-  return new FusionError('storage_full', `the disk holding the daemon's data stayed full${waited} while the task ran; its committed stages are kept. Free space and submit it again.`, { cause });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-
-function validateRepoDir(repo: string, dataDir: string): string {
-  const trimmed = repo.trim();
-  if (!isAbsolute(trimmed)) {
-    throw new FusionError('invalid_input', `repo must be an absolute directory path, got ${JSON.stringify(repo)}`, { details: { field: 'repo' } });
-  }
-  // The physical path (no symlinks): the sandbox binds exactly this directory and refuses to
-  // start when the path names another one by then (docs/security.md#private-repos). The libc
-  // realpath is one call where the JavaScript one lstats every component, on the receipt path.
-  let repoDir: string | undefined;
-  try {
-    const real = realpathSync.native(trimmed);
-    if (statSync(real).isDirectory()) repoDir = real;
-  } catch {
-    repoDir = undefined;
-  }
-  if (repoDir === undefined) throw new FusionError('invalid_input', `repo ${trimmed} is not a readable directory`, { details: { field: 'repo' } });
-  // The daemon's own data (other tasks' results, the database) is never a repository to read.
-  const data = resolve(dataDir);
-  const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : `${b}${sep}`);
-  if (inside(repoDir, data) || inside(data, repoDir)) {
-    throw new FusionError('invalid_input', `repo ${repoDir} overlaps the daemon's data directory ${data}; choose a repository outside it`, { details: { field: 'repo' } });
-  }
-  return repoDir;
-}
-
-async function settleWithin(p: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-}
-
 export const toolNameOf = (w: Workflow): string => TOOL_NAMES[w];
-
-function receiptOf(workflow: Workflow, task: TaskRecord, requestSha256: string, canonicalInputSha256: string): Receipt {
-  return {
-    taskId: task.id,
-    workflow,
-    state: task.state,
-    createdAt: task.createdAt,
-    requestSha256,
-    canonicalInputSha256,
-    text: receiptText(workflow, task.id),
-  };
-}

@@ -258,8 +258,7 @@ function recordingFetcher(fetcher: Fetcher, run: RunState, pages: RunState['fetc
 }
 
 function sandboxChoice(run: RunState): 'auto' | LauncherName {
-  const options = JSON.parse(run.task.options) as { sandbox?: 'auto' | LauncherName };
-  return options.sandbox ?? 'auto';
+  return run.task.options.sandbox ?? 'auto';
 }
 
 function exitSummary(exit: SandboxExit): Record<string, unknown> {

@@ -42,7 +42,6 @@ import { usageJson } from './settle-attempt.js';
 import { INTERRUPTED_ATTEMPT_DETAIL } from '../store/port.js';
 import { rosterEngines } from '../models/roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
-import type { TaskOptions } from '../contracts/task-options.js';
 import { skippedNotice, snapshotMetadata } from './snapshot-notice.js';
 
 type Letter = 'A' | 'B' | 'C';
@@ -56,7 +55,7 @@ export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
 
 async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void> {
   const { task, control } = ctx;
-  const models = deps.rosterFor(JSON.parse(task.options) as TaskOptions);
+  const models = deps.rosterFor(task.options);
   const run: RunState = {
     roster: models.roster,
     task,
@@ -65,7 +64,7 @@ async function runFusion(deps: WorkflowDeps, ctx: TaskRunContext): Promise<void>
     log: deps.log.child({ component: 'workflow', taskId: task.id }),
     canonicalInput: JSON.parse(task.canonicalInput) as RunState['canonicalInput'],
     plan: JSON.parse(task.budgetPlan) as BudgetPlan,
-    usage: task.usage ? (JSON.parse(task.usage) as { entries?: RunState['usage'] }).entries ?? [] : [],
+    usage: task.usage?.entries ?? [],
     attempts: [],
     fetched: [],
   };

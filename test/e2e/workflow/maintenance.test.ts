@@ -36,7 +36,7 @@ describeWithBwrap('maintenance jobs (short schedule)', () => {
       // An old finished task, straight into the store.
       const store = d.daemon.store;
       const input = canonicalJson({ x: 1 });
-      await store.createTask({ id: 'investigate-old', workflow: 'investigate', repoDir: d.repo, canonicalInput: input, canonicalInputSha256: sha256Hex(input), budgetPlan: '{}', options: '{}', callerUid: null });
+      await store.createTask({ id: 'investigate-old', workflow: 'investigate', repoDir: d.repo, canonicalInput: input, canonicalInputSha256: sha256Hex(input), budgetPlan: '{}', options: {}, callerUid: null });
       await store.transitionTask('investigate-old', 'initializing', 'failed', { error: { code: 'child_failed', message: 'old', state: 'initializing' } });
 
       await waitFor('retention to delete the old task', async () => (await store.getTask('investigate-old')) === null, 20_000);

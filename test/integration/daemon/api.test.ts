@@ -82,7 +82,7 @@ describe('socket API against a real daemon process', () => {
     expect(first.delivery).toBe('inline');
     expect(first.answer.present).toBe(true);
     expect(first.answer.header).toMatch(/^Answer: \d+ bytes, sha256:[0-9a-f]{64} \(verified\)\.$/);
-    expect(first.usage).toEqual({ totals: { requests: 3 } });
+    expect(first.usage).toEqual({ entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 3 } });
     const second = (await d.client.call('GET', `/v1/tasks/${receipt.taskId}/result`)) as Json;
     expect(second.usage).toBeUndefined();
     expect(second.answer.text).toBe(first.answer.text);

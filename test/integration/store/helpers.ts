@@ -104,7 +104,7 @@ export function newTask(overrides: Partial<NewTask> = {}): NewTask {
     canonicalInput: '{"request":"where is main?"}',
     canonicalInputSha256: 'a'.repeat(64),
     budgetPlan: '{"promptTokens":1000}',
-    options: '{"sandbox":"bwrap"}',
+    options: { sandbox: 'bwrap' },
     callerUid: null,
     ...overrides,
   };

@@ -185,9 +185,9 @@ describe.each(adapters)('$engine store', (adapter) => {
       await store.transitionTask(task.id, 'initializing', 'candidates_running');
       const error = { code: 'child_timeout', message: 'candidate-2 hit its wall timeout', state: 'candidates_running' as const };
       const failed = await store.transitionTask(task.id, 'candidates_running', 'failed', {
-        error, usage: '{"tokens":12}', eventData: { from: 'forged', stage: 'candidate-2' },
+        error, usage: '{"entries":[],"totals":{"inputTokens":0,"outputTokens":0,"requests":12}}', eventData: { from: 'forged', stage: 'candidate-2' },
       });
-      expect(failed).toMatchObject({ state: 'failed', error, usage: '{"tokens":12}' });
+      expect(failed).toMatchObject({ state: 'failed', error, usage: { entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 12 } } });
       const events = await store.listEvents(task.id, 2);
       expect(events.map((e) => e.kind)).toEqual(['transition', 'terminal']);
       expect(events[0]?.data).toEqual({ from: 'candidates_running', to: 'failed', stage: 'candidate-2', error });
@@ -225,8 +225,8 @@ describe.each(adapters)('$engine store', (adapter) => {
       const task = await store.createTask(newTask());
       await driveTo(store, task.id, 'merging');
       const result = resultFor(task.id);
-      const done = await store.commitResult(result, { usage: '{"tokens":99}' });
-      expect(done).toMatchObject({ state: 'completed', usage: '{"tokens":99}', error: null });
+      const done = await store.commitResult(result, { usage: '{"entries":[],"totals":{"inputTokens":0,"outputTokens":0,"requests":99}}' });
+      expect(done).toMatchObject({ state: 'completed', usage: { entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 99 } }, error: null });
       expect(await store.getResult(task.id)).toEqual(result);
       const tail = (await store.listEvents(task.id)).slice(-2);
       expect(tail.map((e) => e.data)).toEqual([
@@ -268,11 +268,11 @@ describe.each(adapters)('$engine store', (adapter) => {
   describe('usage, resume count, checkpoints', () => {
     it('claims usage delivery for the first caller only', async () => {
       const task = await store.createTask(newTask());
-      await store.saveUsage(task.id, '{"tokens":5}');
+      await store.saveUsage(task.id, '{"entries":[],"totals":{"inputTokens":0,"outputTokens":0,"requests":5}}');
       const claims = await Promise.all([1, 2, 3, 4].map(() => store.claimUsageDelivery(task.id)));
       expect(claims.filter(Boolean)).toHaveLength(1);
       expect(await store.claimUsageDelivery(task.id)).toBe(false);
-      expect(await store.getTask(task.id)).toMatchObject({ usage: '{"tokens":5}', usageDelivered: true });
+      expect(await store.getTask(task.id)).toMatchObject({ usage: { entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 5 } }, usageDelivered: true });
       expect(await store.claimUsageDelivery('missing')).toBe(false);
       await expectCode(store.saveUsage('missing', '{}'), 'not_found');
     });
@@ -337,10 +337,10 @@ describe.each(adapters)('$engine store', (adapter) => {
       const task = await store.createTask(newTask());
       const a = await store.startAttempt(task.id, 'merger');
       await store.finishAttempt(task.id, 'merger', a.attempt, {
-        status: 'succeeded', checkpoints: [{ key: 'output-merger', value: '{"text":"m"}' }], usage: '{"entries":[]}',
+        status: 'succeeded', checkpoints: [{ key: 'output-merger', value: '{"text":"m"}' }], usage: '{"entries":[],"totals":{"inputTokens":0,"outputTokens":0,"requests":0}}',
       });
       expect(await store.getCheckpoint(task.id, 'output-merger')).toBe('{"text":"m"}');
-      expect((await store.getTask(task.id))?.usage).toBe('{"entries":[]}');
+      expect((await store.getTask(task.id))?.usage).toEqual({ entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 0 } });
       // A second finish of the same attempt is refused and its checkpoint is not written.
       await expectCode(store.finishAttempt(task.id, 'merger', a.attempt, { status: 'succeeded', checkpoints: [{ key: 'other', value: 'x' }] }), 'conflict');
       expect(await store.getCheckpoint(task.id, 'other')).toBeNull();

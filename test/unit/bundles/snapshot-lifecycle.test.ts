@@ -95,7 +95,7 @@ describe('snapshot retention', () => {
 
     const store = await openSqliteStore({ file: join(tmp('fusion-snap-db-'), 'fusion.db'), log });
     const task = (id: string, digest: string, data: Buffer) => store.createTask({
-      id, workflow: 'investigate', repoDir: '/r', canonicalInput: '{}', canonicalInputSha256: 'c'.repeat(64), budgetPlan: '{}', options: '{}', callerUid: null, bundle: { digest, data },
+      id, workflow: 'investigate', repoDir: '/r', canonicalInput: '{}', canonicalInputSha256: 'c'.repeat(64), budgetPlan: '{}', options: {}, callerUid: null, bundle: { digest, data },
     });
     await task('investigate-live', live!.digest, live!.data);
     await task('investigate-done', storedOld!.digest, storedOld!.data);

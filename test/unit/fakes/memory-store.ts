@@ -4,6 +4,8 @@
  * no daemon. Methods the tests do not need throw, so a test that starts relying on one notices.
  */
 import { assertTransition, isTerminal, type TaskState } from '../../../src/contracts/task-state.js';
+import { TaskUsageSchema } from '../../../src/contracts/task-usage.js';
+import { parseStored } from '../../../src/store/rows.js';
 import type { NewTask, RepoBundleRecord, ResultRecord, Store, TaskEvent, TaskEventKind, TaskRecord, TransitionPatch } from '../../../src/store/port.js';
 
 export interface MemoryStore extends Store {
@@ -31,7 +33,7 @@ export function memoryStore(): MemoryStore {
     assertTransition(from, to);
     const task = tasks.get(id);
     if (!task || task.state !== from) return null;
-    const next: TaskRecord = { ...task, state: to, updatedAt: now(), ...(patch.error ? { error: patch.error } : {}), ...(patch.usage ? { usage: patch.usage } : {}), ...(patch.bundleDigest !== undefined && task.bundleDigest === null ? { bundleDigest: patch.bundleDigest } : {}) };
+    const next: TaskRecord = { ...task, state: to, updatedAt: now(), ...(patch.error ? { error: patch.error } : {}), ...(patch.usage ? { usage: parseStored(TaskUsageSchema, patch.usage, 'task usage', id) } : {}), ...(patch.bundleDigest !== undefined && task.bundleDigest === null ? { bundleDigest: patch.bundleDigest } : {}) };
     tasks.set(id, next);
     append(id, 'transition', { from, to, ...patch.eventData });
     if (isTerminal(to)) append(id, 'terminal', { state: to });
@@ -88,7 +90,7 @@ export function memoryStore(): MemoryStore {
       return task.resumeCount + 1;
     },
     async saveUsage(id, usage) {
-      tasks.set(id, { ...tasks.get(id)!, usage });
+      tasks.set(id, { ...tasks.get(id)!, usage: parseStored(TaskUsageSchema, usage, 'task usage', id) });
     },
     async claimUsageDelivery(id) {
       const task = tasks.get(id)!;

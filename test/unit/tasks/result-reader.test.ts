@@ -55,14 +55,14 @@ describe('readBgResult', () => {
 
   it('attaches usage to the first retrieval only, and runs the seal check when given', async () => {
     const { store, taskId } = await completed();
-    await store.saveUsage(taskId, JSON.stringify({ total: 3 }));
+    await store.saveUsage(taskId, JSON.stringify({ entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 3 } }));
     let sealed = 0;
     const seal = async (): Promise<void> => {
       sealed++;
     };
     const first = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: seal });
     const second = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: seal });
-    expect(first.usage).toEqual({ total: 3 });
+    expect(first.usage).toEqual({ entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 3 } });
     expect(second.usage).toBeUndefined();
     expect(first.signed).toBe(true);
     expect(sealed).toBe(2);

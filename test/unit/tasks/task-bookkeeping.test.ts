@@ -18,9 +18,11 @@ afterEach(() => dirs.remove());
 
 type Tracked = 'controllers' | 'queueing' | 'waiting' | 'published' | 'endedCursors';
 
-/** The service's per-task maps (private: read through a cast, for this check only). */
+/** The per-task maps of the service and its admission and event parts (private: read through a cast, for this check only). */
 function maps(service: TaskService): Record<Tracked, Map<string, unknown>> {
-  return service as unknown as Record<Tracked, Map<string, unknown>>;
+  type Parts = Record<'controllers' | 'queueing', Map<string, unknown>> & { admission: { waiting: Map<string, unknown> }; events: Record<'published' | 'endedCursors', Map<string, unknown>> };
+  const s = service as unknown as Parts;
+  return { controllers: s.controllers, queueing: s.queueing, waiting: s.admission.waiting, published: s.events.published, endedCursors: s.events.endedCursors };
 }
 
 /** Sizes of the maps that must be empty when no task runs (ended cursors are bounded instead). */

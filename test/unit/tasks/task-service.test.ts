@@ -277,7 +277,7 @@ describe('TaskService repository bundles (docs/operations.md#repository-bundles)
     };
     const { service, store } = makeService(dirs, runner, { bundles: deps });
     const make = async (): Promise<string> => {
-      const t = await store.createTask({ id: `investigate-${Math.random().toString(16).slice(2)}`, workflow: 'investigate', repoDir: dirs.repo, canonicalInput: '{}', canonicalInputSha256: 'c'.repeat(64), budgetPlan: '{}', options: '{}', callerUid: null });
+      const t = await store.createTask({ id: `investigate-${Math.random().toString(16).slice(2)}`, workflow: 'investigate', repoDir: dirs.repo, canonicalInput: '{}', canonicalInputSha256: 'c'.repeat(64), budgetPlan: '{}', options: {}, callerUid: null });
       // (Queued, so the fake runner's transitions apply; a real run records the digest on its first transition.)
       await store.transitionTask(t.id, 'initializing', 'queued', { bundleDigest: packed.digest });
       await store.saveCheckpoint(t.id, 'repo-snapshot', JSON.stringify({ digest: packed.digest, entries: 1, skipped: emptySkipReport() }));
