@@ -14,16 +14,11 @@ import { openResearchPgStore } from '../store/pg-store.js';
 import type { ApiKeyStore, ResearchRunStore } from '../store/research-port.js';
 import { researchDbFileOf } from '../main.js';
 import { flag, has, parseArgs, usageError } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
-const KEYS_FLAGS = { data: { value: true }, 'research-db': { value: true }, 'database-url': { value: true }, workspace: { value: true }, kind: { value: true }, json: {}, help: {} };
-
-export const KEYS_USAGE = `  fusion keys create --workspace W --kind workspace|personal|copilot [--data DIR] [--research-db FILE]
-                                     [--database-url postgres://…]  (cluster mode: the shared database)
-                                     prints a new research API key once (stdout); only its sha256 is stored
-  fusion keys list [--json]          fusion keys revoke ID
-`;
+const KEYS_FLAGS = flagSpecFor('keys');
 
 export async function keysCommand(argv: readonly string[], env: Env, io: Io): Promise<number> {
   const [sub, ...rest] = argv;
