@@ -25,7 +25,7 @@ import { stats } from './floor.mjs';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = process.env.BENCH_CLI ?? join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const RUNS = iterations('BENCH_CLI_RUNS', 20, 5);
-const GOAL_RATIO = 2.5;
+const GOAL_RATIO = 2;
 
 function timed(args, env, expectCodes) {
   const t0 = performance.now();

@@ -14,7 +14,7 @@ import type { Daemon, ShutdownReport } from '../main.js';
 import type { FusionClient } from '../client/index.js';
 import { parseArgs, flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { configFieldLabel, flagSpecFor, optionFor, OPTIONS, type Command } from '../config/options.js';
-import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.js';
+import type { Env } from '../config/settings.js';
 import { packageVersion } from '../common/package-version.js';
 import type { Io } from './commands.js';
 import type * as CommandsModule from './commands.js';
@@ -42,7 +42,7 @@ function idArg(args: ParsedArgs, command: string): string {
 }
 
 async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
-  const { buildConfig, startDaemon } = await import('../main.js');
+  const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../main.js'), import('../config/settings.js')]);
   const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
@@ -110,6 +110,7 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     ...(Object.keys(options).length > 0 ? { options } : {}),
   };
   const json = has(args, 'json');
+  const { daemonConfigInput, resolveSocket } = await import('../config/settings.js');
   let client = new FusionClient(resolveSocket(args, env));
   let embedded: Daemon | undefined;
   if (!(await client.ping())) {
@@ -247,7 +248,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     return EXIT.ok;
   }
   const parse = (name: Command): ParsedArgs => parseArgs(rest, flagSpecFor(name), name);
-  const client = async (args: ParsedArgs): Promise<FusionClient> => new (await import('../client/index.js')).FusionClient(resolveSocket(args, env));
+  const client = async (args: ParsedArgs): Promise<FusionClient> => new (await import('../client/index.js')).FusionClient((await import('../config/settings.js')).resolveSocket(args, env));
   const commands = async (): Promise<typeof CommandsModule> => import('./commands.js');
   // Signing keys and offline audit (before the generic `keys` handler).
   if (command === 'keys' && rest[0]?.startsWith('signing-')) return (await import('./signing-command.js')).signingKeyCommand(rest, env, io);
