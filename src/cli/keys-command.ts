@@ -35,7 +35,8 @@ export async function keysCommand(argv: readonly string[], env: Env, io: Io): Pr
     if (!kind || !(API_KEY_KINDS as readonly string[]).includes(kind)) throw usageError(`--kind must be one of ${API_KEY_KINDS.join(', ')}`);
     return withStore(file, async (store) => {
       const issued = await issueKey(store, workspace, kind as ApiKeyKind);
-      io.stdout(`${issued.key}\n`);
+      const r = issued.record;
+      io.stdout(has(args, 'json') ? `${JSON.stringify({ key: issued.key, id: r.id, workspaceId: r.workspaceId, kind: r.kind, createdAt: r.createdAt }, null, 2)}\n` : `${issued.key}\n`);
       io.stderr(`created ${issued.record.kind} key ${issued.record.id} for workspace ${issued.record.workspaceId}; it is shown only this once (the store keeps its sha256)\n`);
       return 0;
     });

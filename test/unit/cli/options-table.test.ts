@@ -115,6 +115,28 @@ describe('the options table', () => {
   });
 });
 
+describe('--json wherever a command prints data', () => {
+  it.each(['investigate', 'research', 'status', 'tasks', 'result', 'wait', 'cancel', 'validate', 'models', 'fetch', 'search', 'keys', 'audit'] as const)('fusion %s takes --json', (c) => {
+    expect(flagSpecFor(c)).toHaveProperty(['json']);
+  });
+
+  it('fusion keys signing-init/signing-public --json print the key id and PEM as JSON; validate --json prints JSON', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'fusion-opts-keys-'));
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }));
+    const created = io();
+    expect(await runCli(['keys', 'signing-init', '--data', home, '--json'], {}, created.io)).toBe(0);
+    const init = JSON.parse(created.out.stdout) as { keyId: string; publicKeyPem: string };
+    expect(init.publicKeyPem).toContain('BEGIN PUBLIC KEY');
+    const shown = io();
+    expect(await runCli(['--json', 'keys', 'signing-public', '--data', home], {}, shown.io)).toBe(0);
+    expect(JSON.parse(shown.out.stdout)).toEqual(init);
+    const validated = io();
+    validated.io.readStdin = () => '{"objective":"o","background":[],"deliverable":"d"}';
+    expect(await runCli(['validate', 'fusion_investigate', '--json'], {}, validated.io)).toBe(0);
+    expect(JSON.parse(validated.out.stdout)).toMatchObject({ objective: 'o', background: [] });
+  });
+});
+
 describe('bad values name the flag or variable and the fix', () => {
   const daemonArgs = (argv: string[]) => parseArgs(['--data', '/tmp/h', ...argv], flagSpecFor('daemon'), 'daemon');
   it('a malformed value names the flag (or the variable it came from)', () => {
