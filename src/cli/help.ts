@@ -87,7 +87,7 @@ function wrap(words: readonly string[], width = 96, indent = '  '): string {
 }
 
 const ENVIRONMENT = `Environment (flag > variable > default; 'fusion help COMMAND' says which command reads which):\n${wrap(
-  [...new Set(OPTIONS.flatMap((o) => (o.env === undefined ? [] : [o.flag === undefined ? o.env : `${o.env} (--${o.flag})`])))].map((w, i, all) => (i < all.length - 1 ? `${w},` : w)),
+  [...new Map(OPTIONS.flatMap((o) => (o.env === undefined ? [] : [[o.env, o.flag === undefined ? o.env : `${o.env} (--${o.flag})`] as const])).reverse()).values()].reverse().map((w, i, all) => (i < all.length - 1 ? `${w},` : w)),
 )}`;
 
 const EXIT_TEXT = EXIT_CODES.map((e) => `  ${String(e.code).padStart(3)}  ${e.meaning.replace(/`/gu, "'")}`).join('\n');
@@ -119,7 +119,8 @@ Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434
 anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
 ${ENVIRONMENT}Input is validated before any daemon is contacted.
 Exit codes:
-${EXIT_TEXT}`;
+${EXIT_TEXT}
+`;
 
 const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
 
