@@ -5,6 +5,7 @@
  * for a command parses for that command. Also the CLI frame: global flags before the command,
  * --version, and the exit codes a script relies on (README's table equals cli/exit-codes.ts).
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -112,6 +113,15 @@ describe('the options table', () => {
     expect(bash).toContain('--sandbox-uids');
     expect(completionScript('zsh')).toMatch(/^#compdef fusion/u);
     expect(() => completionScript('fish')).toThrow(/bash or zsh/u);
+  });
+
+  it('the bash script completes a command after global flags, and that command\'s flags', () => {
+    const script = `${completionScript('bash')}
+COMP_WORDS=(fusion --data /x daemon --sandbox-u); COMP_CWORD=4; _fusion; echo "\${COMPREPLY[*]}"
+COMP_WORDS=(fusion ta); COMP_CWORD=1; _fusion; echo "\${COMPREPLY[*]}"`;
+    const r = spawnSync('bash', ['-c', script], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('--sandbox-uids\ntasks\n');
   });
 });
 
