@@ -20,8 +20,15 @@ node_modules/.installed: package.json package-lock.json
 	npm install --no-audit --no-fund
 	@touch $@
 
-build: deps native
+# tsc runs only when a source, a tsconfig or the installed dependencies changed since the last
+# build (the stamp lives in dist/, so `make clean` forces a full build); `make daemon` and the
+# other targets that need dist/ then start at once.
+BUILD_STAMP := dist/.build-stamp
+BUILD_SOURCES := $(shell find src sandbox jobs -type f 2>/dev/null) tsconfig.json tsconfig.build.json package.json
+build: deps native $(BUILD_STAMP)
+$(BUILD_STAMP): $(BUILD_SOURCES) $(wildcard node_modules/.installed)
 	$(NODE_BIN)/tsc -p tsconfig.build.json
+	@touch $@
 
 # The SO_PEERCRED addon (N-API, C): rebuilt when its sources change.
 PEERCRED := native/peercred/build/Release/peercred.node

@@ -46,10 +46,14 @@ export function researchDbFileOf(config: Pick<DaemonConfig, 'home' | 'researchDb
   return config.researchDb ?? dataPaths(config.home).dbFile;
 }
 
-export function buildConfig(input: DaemonConfigInput): DaemonConfig {
+/**
+ * `labelOf` names a field for the message (the CLI passes config/options.ts's, so each bad field
+ * is named with the flag or environment variable that set it; library callers see field names).
+ */
+export function buildConfig(input: DaemonConfigInput, labelOf: (field: string) => string = (field) => field): DaemonConfig {
   const parsed = DaemonConfigSchema.safeParse(input);
   if (!parsed.success) {
-    const summary = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    const summary = parsed.error.issues.map((i) => `${i.path.length > 0 ? [labelOf(String(i.path[0])), ...i.path.slice(1).map(String)].join('.') : '(root)'}: ${i.message}`).join('; ');
     throw new FusionError('invalid_config', `configuration is invalid: ${summary}`);
   }
   return Object.freeze(parsed.data);

@@ -22,13 +22,11 @@ import { loadSigningKey, parsePublicKey } from '../audit/signing.js';
 import { verifyTaskTarball, type OfflineVerifyReport } from '../audit/offline-verify.js';
 import { readMembers } from '../audit/tar-members.js';
 import { flag, has, parseArgs, usageError } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
-const FLAGS = {
-  data: { value: true }, 'database-url': { value: true }, out: { value: true }, pubkey: { value: true }, replay: {}, repo: { value: true }, json: {}, help: {},
-  file: {}, id: {}, 'max-bytes': { value: true },
-};
+const FLAGS = flagSpecFor('audit');
 
 /** How `fusion audit verify` names a task by id: the daemon's ids are WORKFLOW-<32 hex>. */
 export const TASK_ID_PATTERN = new RegExp(`^(?:${WORKFLOWS.join('|')})-[0-9a-f]{32}$`);

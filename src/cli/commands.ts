@@ -1,7 +1,6 @@
 /**
  * The `fusion` commands other than `daemon`. Output: human text by default, `--json` for
- * machines. Exit codes: 0 success (task completed), 1 task failed/cancelled or a runtime error,
- * 2 invalid input or usage, 3 no daemon answered.
+ * machines. Exit codes: exit-codes.ts.
  */
 import { readFileSync } from 'node:fs';
 import { readableHere } from '../common/readable.js';
@@ -12,6 +11,7 @@ import { normalizeToolInput } from '../contracts/tool-input.js';
 import type { FusionClient } from '../client/index.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { sourcesFrom } from './sources.js';
+import { EXIT } from './exit-codes.js';
 
 export interface Io {
   stdout: (text: string) => void;
@@ -59,9 +59,11 @@ export function toolArguments(workflow: Workflow, args: ParsedArgs, io: Io): unk
     if (fromFlags) throw usageError('use either --input or the --objective/--background/… flags, not both');
     return readJsonSource(input, io, '--input');
   }
+  // background is a required key (docs/behaviour.md#a2): absent unless --background was given, so
+  // the CLI refuses what `fusion validate` and MCP refuse rather than inventing `background: []`.
   const out: Record<string, unknown> = {
     objective: flag(args, 'objective'),
-    background: flagAll(args, 'background'),
+    background: has(args, 'background') ? flagAll(args, 'background') : undefined,
     deliverable: flag(args, 'deliverable'),
   };
   if (has(args, 'scope')) out.scope = flagAll(args, 'scope');
@@ -111,8 +113,9 @@ export async function printResult(result: Record<string, unknown>, io: Io, json:
     const err = result.error as { code: string; message: string; state: string } | null | undefined;
     io.stdout(`${String(result.taskId)} ${status}: no answer was committed${err ? ` (${err.code} while ${err.state}: ${err.message})` : ''}.\n`);
   }
-  if (answer.present) return 0;
-  return status === 'running' ? 0 : 1;
+  if (answer.present) return EXIT.ok;
+  // Still running is neither success nor failure: its own code, so a script cannot take it for a result.
+  return status === 'running' ? EXIT.stillRunning : EXIT.failed;
 }
 
 /** Streams a task's events to stderr as progress lines until its terminal notification. */

@@ -18,6 +18,7 @@ import { createLogger } from '../log.js';
 import { createGuardedFetch, type GuardedFetch } from '../egress/guarded-fetch.js';
 import { parseResolveList } from '../egress/resolve-list.js';
 import { flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 
 export interface FetchCommandArgs {
   url: string;
@@ -33,17 +34,7 @@ export interface FetchCommandIo {
 }
 
 /** Flags of `fusion fetch`, for the CLI's argv parser. */
-export const FETCH_FLAGS: Record<string, FlagSpec> = {
-  extract: { value: true },
-  json: {},
-  resolve: { value: true, repeat: true },
-  'allow-cidr': { value: true, repeat: true },
-  help: {},
-};
-
-export const FETCH_USAGE =
-  '  fusion fetch URL [--extract text|markdown] [--json] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n' +
-  '                     one guarded fetch (exit 0 ok, 3 refused by policy, 4 other fetch failure)\n';
+export const FETCH_FLAGS: Record<string, FlagSpec> = flagSpecFor('fetch');
 
 /** Codes that mean the egress policy refused the URL (exit 3). */
 const POLICY_REFUSALS: ReadonlySet<ErrorCode> = new Set(['blocked_address', 'redirect_blocked', 'unsupported_scheme']);

@@ -1,12 +1,47 @@
 /**
  * The CLI's help texts: the overview `fusion help` prints (every flag the README lists), and one
- * text per command, printed by `fusion COMMAND --help` (which then starts nothing).
+ * text per command, printed by `fusion COMMAND --help` (which then starts nothing). Each
+ * command's option list, the environment list and the exit codes are generated from the options
+ * table (config/options.ts) and the exit code table (exit-codes.ts). Light on purpose: `fusion
+ * help` loads nothing else.
  */
-import { FETCH_USAGE } from './fetch-command.js';
-import { SEARCH_USAGE } from './search-command.js';
-import { MODELS_HELP } from './models-command.js';
-import { SANDBOX_HELP } from './sandbox-command.js';
-import { KEYS_USAGE } from './keys-command.js';
+import { COMMANDS, OPTIONS, flagSynopsis, optionsOf, type Command } from '../config/options.js';
+import { EXIT_CODES } from './exit-codes.js';
+
+export const FETCH_USAGE =
+  '  fusion fetch URL [--extract text|markdown] [--json] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n' +
+  '                     one guarded fetch (exit 0 ok, 3 refused by policy, 4 other fetch failure)\n';
+
+export const SEARCH_USAGE =
+  '  fusion search QUERY… [--count N] [--json] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n' +
+  '                     one web search through FUSION_SEARCH_PROVIDER (results only; nothing is fetched)\n';
+
+export const MODELS_HELP = `fusion models — model roster tools
+
+Usage:
+  fusion models check [--models-file FILE] [--candidate-model SPEC…] [--evaluator-model SPEC]
+                      [--merger-model SPEC] [--timeout SECONDS] [--json]
+
+SPEC is PROVIDER:MODEL[@BASE_URL]: openai:gpt-4.1, openai:qwen3@http://127.0.0.1:11434/v1,
+anthropic:claude-sonnet-4-5, builtin:content-search. --candidate-model takes one model
+(self-fusion) or three. Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the models file
+(apiKeyEnv, apiKeyFile with mode 0600). The models file defaults to $FUSION_MODELS_FILE.
+`;
+
+export const SANDBOX_HELP = `Usage: fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
+
+Runs CMD under exactly the candidate sandbox policy (no broker): DIR (default: the current
+directory) read-only at /repo, --out DIR (default: a temporary directory, removed afterwards)
+writable at /out, the built child code at /opt/fusion, no network. Exits with CMD's exit code
+(128+N when killed by signal N, 124 on timeout, 125 over the output cap, 130 when interrupted).
+As root, CMD runs as a uid of its own from --sandbox-uids (default 2100000000-2100065535).
+`;
+
+export const KEYS_USAGE = `  fusion keys create --workspace W --kind workspace|personal|copilot [--data DIR] [--research-db FILE]
+                                     [--database-url postgres://…]  (cluster mode: the shared database)
+                                     prints a new research API key once (stdout); only its sha256 is stored
+  fusion keys list [--json]          fusion keys revoke ID
+`;
 
 const MODEL_FLAGS = '[--models-file F] [--candidate-model S…] [--evaluator-model S] [--merger-model S]';
 
@@ -37,6 +72,26 @@ whose "=" may belong to the URL's query string (or whose purpose looks like the 
 refused as ambiguous. Both forms may be mixed; a --purpose belongs to the --source just before it.
 `;
 
+function wrap(words: readonly string[], width = 96, indent = '  '): string {
+  const lines: string[] = [];
+  let line = indent;
+  for (const w of words) {
+    if (line.length + w.length + 1 > width && line.trim() !== '') {
+      lines.push(line.trimEnd());
+      line = indent;
+    }
+    line += `${w} `;
+  }
+  if (line.trim() !== '') lines.push(line.trimEnd());
+  return `${lines.join('\n')}\n`;
+}
+
+const ENVIRONMENT = `Environment (flag > variable > default; 'fusion help COMMAND' says which command reads which):\n${wrap(
+  [...new Map(OPTIONS.flatMap((o) => (o.env === undefined ? [] : [[o.env, o.flag === undefined ? o.env : `${o.env} (--${o.flag})`] as const])).reverse()).values()].reverse().map((w, i, all) => (i < all.length - 1 ? `${w},` : w)),
+)}`;
+
+const EXIT_TEXT = EXIT_CODES.map((e) => `  ${String(e.code).padStart(3)}  ${e.meaning.replace(/`/gu, "'")}`).join('\n');
+
 export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a blind evaluator, a merger) with a sealed audit
 
 Usage:
@@ -55,27 +110,21 @@ ${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            M
   fusion audit verify TASK|FILE.tar [--file|--id] [--max-bytes N] [--pubkey FILE] [--replay [--repo DIR]] [--database-url postgres://…] [--json]
                                      offline; exit 1 names the first broken member
   fusion help [COMMAND]              this overview, or one command's help (also: fusion COMMAND --help)
+  fusion completion bash|zsh         shell completion script
+  fusion --version                   the version
 
-Every command also takes --socket PATH and --data DIR (where to find the daemon).
+Every command that talks to a daemon takes --socket PATH and --data DIR (where to find it); these and
+--json may also come before the command (fusion --data DIR tasks).
 Model specs: PROVIDER:MODEL[@BASE_URL], e.g. openai:qwen3@http://127.0.0.1:11434/v1,
 anthropic:claude-sonnet-4-5, builtin:content-search. Keys: OPENAI_API_KEY / ANTHROPIC_API_KEY.
-Environment: FUSION_HOME (data dir, default $XDG_STATE_HOME/fusion or ~/.local/state/fusion),
-FUSION_SOCKET (default $FUSION_HOME/fusion.sock), FUSION_SANDBOX, FUSION_LOG_LEVEL,
-FUSION_TASK_CONCURRENCY, FUSION_MODELS_FILE, FUSION_EGRESS_RESOLVE, FUSION_EGRESS_ALLOW_CIDRS.
-Research runs: REDIS_URL (BullMQ queue bull:research-runs; FUSION_RESEARCH_QUEUE_PREFIX like --research-queue-prefix; unset → runs execute in the create request),
-RESEARCH_WORKER_CONCURRENCY (default 4), RESEARCH_LOCK_DURATION_MS / RESEARCH_STALLED_INTERVAL_MS
-(BullMQ lock and stalled-check intervals), FUSION_RESEARCH_DB (like --research-db).
-Cluster mode: FUSION_DATABASE_URL (like --database-url) with REDIS_URL: daemons sharing both share the work;
-FUSION_QUEUE_RECONCILE_MS (default 15000): how often each daemon re-adds the queue jobs Redis lost.
-Web search: FUSION_SEARCH_PROVIDER (searxng|brave), FUSION_SEARCH_URL, FUSION_SEARCH_ALLOW_HOSTS, FUSION_SEARCH_API_KEY.
-Input is validated before any daemon is contacted.
-Exit codes: 0 ok, 1 task failed or runtime error, 2 invalid input or usage, 3 no daemon answered;
-fetch and search: 3 refused by policy, 4 other fetch failure.
+${ENVIRONMENT}Input is validated before any daemon is contacted.
+Exit codes:
+${EXIT_TEXT}
 `;
 
 const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
 
-export const COMMAND_HELP: Readonly<Record<string, string>> = {
+const BASE_HELP: Readonly<Record<Command, string>> = {
   daemon: `Usage:
 ${DAEMON_USAGE}
 Runs the supervisor daemon in the foreground until SIGTERM/SIGINT. The stop takes at most
@@ -101,10 +150,10 @@ The arguments, sources included, are validated before any daemon is contacted (e
 `,
   status: `Usage: fusion status ID [--json]\n\nPrints the task's state, error and usage so far.\n${CONNECT}`,
   tasks: `Usage: fusion tasks [--state S] [--limit N] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100).\n${CONNECT}`,
-  result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
-  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (at most 600 s) for the task to end; exit 0 when it completed.\n${CONNECT}`,
+  result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nExit 0 with an answer, 1 when the task ended without one, 75 while it is still running.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
+  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (at most 600 s) for the task to end; exit 0 when it completed, 1 when it failed or was\ncancelled, 124 (and "timed out" on stderr) when the timeout expired first.\n${CONNECT}`,
   cancel: `Usage: fusion cancel ID [--json]\n\nCancels a running task and waits until its sandboxes are gone; prints the task with its usage.\n${CONNECT}`,
-  validate: 'Usage: fusion validate fusion_investigate|fusion_research [FILE|-]\n\nPrints the normalised arguments as JSON (exit 0) or the exact validation message (exit 2). Creates nothing.\n',
+  validate: 'Usage: fusion validate fusion_investigate|fusion_research [FILE|-] [--json]\n\nPrints the normalised arguments as JSON (exit 0) or the exact validation message (exit 2). Creates nothing.\n',
   models: MODELS_HELP,
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
@@ -127,8 +176,46 @@ daemon): structure, signature (against --pubkey when given), every member digest
 seal, the broker cross-checks and, with --replay, every repository tool call again. Exit 0 when
 all hold; exit 1 naming the first broken member.
 `,
-  help: 'Usage: fusion help [COMMAND]\n',
+  help: 'Usage: fusion help [COMMAND]\n\nThe overview, or one command\'s help (the same as fusion COMMAND --help).\n',
+  completion: 'Usage: fusion completion bash|zsh\n\nPrints a shell completion script for the commands and their flags.\n',
 };
+
+const EXAMPLES: Readonly<Record<Command, readonly string[]>> = {
+  daemon: ['fusion daemon', 'fusion daemon --data /srv/fusion --socket-group fusion --concurrency 4', 'sudo fusion daemon --sandbox bwrap --sandbox-uids 2100000000-2100065535'],
+  investigate: ['fusion investigate --objective "Where is the retry policy?" --background "HTTP client" --deliverable "file:line list" --wait', 'fusion investigate --input args.json --repo ~/src/app --json'],
+  research: ['fusion research --objective "Rate limits" --background "API client" --deliverable "limits table" --source https://example.com/docs --purpose "API docs" --wait'],
+  status: ['fusion status investigate-0123456789abcdef0123456789abcdef', 'fusion --data /srv/fusion status ID --json'],
+  tasks: ['fusion tasks', 'fusion tasks --state running --limit 20 --json'],
+  result: ['fusion result ID', 'fusion result ID --json > result.json   # exit 75 while the task still runs'],
+  wait: ['fusion wait ID --timeout 60   # exit 124 when it timed out'],
+  cancel: ['fusion cancel ID'],
+  validate: ['echo \'{"objective":"o","background":[],"deliverable":"d"}\' | fusion validate fusion_investigate'],
+  models: ['fusion models check', 'fusion models check --candidate-model openai:qwen3@http://127.0.0.1:11434/v1 --json'],
+  sandbox: ['fusion sandbox exec -- ls /repo', 'fusion sandbox exec --backend bwrap --repo . -- node -e "console.log(1)"'],
+  fetch: ['fusion fetch https://example.com --extract markdown'],
+  search: ['fusion search rust async runtime --count 5 --json'],
+  mcp: ['fusion mcp --repo ~/src/app'],
+  keys: ['fusion keys create --workspace team --kind workspace', 'fusion keys list --json', 'fusion keys signing-init'],
+  audit: ['fusion audit export ID -o task.tar', 'fusion audit verify task.tar --pubkey signing.pub --replay --repo ~/src/app'],
+  completion: ['fusion completion bash > /etc/bash_completion.d/fusion', 'source <(fusion completion zsh)'],
+  help: ['fusion help', 'fusion help daemon'],
+};
+
+/** A command's options, from the table: synopsis, meaning, environment variable, default. */
+export function optionsHelp(command: Command): string {
+  const rows = optionsOf(command).filter((o) => o.flag !== undefined);
+  const envOnly = optionsOf(command).filter((o) => o.flag === undefined);
+  const lines = rows.map((o) => {
+    const extra = [o.env !== undefined ? `env ${o.env}` : '', o.default !== undefined ? `default ${o.default}` : ''].filter(Boolean).join('; ');
+    return `  ${flagSynopsis(o).padEnd(34)} ${o.help}${extra ? ` (${extra})` : ''}`;
+  });
+  const env = envOnly.map((o) => `  ${o.env!.padEnd(34)} ${o.help}${o.default !== undefined ? ` (default ${o.default})` : ''}`);
+  return `${lines.length > 0 ? `\nOptions:\n${lines.join('\n')}\n` : ''}${env.length > 0 ? `\nEnvironment:\n${env.join('\n')}\n` : ''}`;
+}
+
+export const COMMAND_HELP: Readonly<Record<Command, string>> = Object.fromEntries(
+  COMMANDS.map((c) => [c, `${BASE_HELP[c]}${optionsHelp(c)}\nExamples:\n${EXAMPLES[c].map((e) => `  ${e}`).join('\n')}\n`]),
+) as Record<Command, string>;
 
 /** `--help` or `-h` anywhere before a bare `--` (after it, the words belong to another program). */
 export function wantsHelp(argv: readonly string[]): boolean {

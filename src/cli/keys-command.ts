@@ -14,16 +14,11 @@ import { openResearchPgStore } from '../store/pg-store.js';
 import type { ApiKeyStore, ResearchRunStore } from '../store/research-port.js';
 import { researchDbFileOf } from '../main.js';
 import { flag, has, parseArgs, usageError } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
-const KEYS_FLAGS = { data: { value: true }, 'research-db': { value: true }, 'database-url': { value: true }, workspace: { value: true }, kind: { value: true }, json: {}, help: {} };
-
-export const KEYS_USAGE = `  fusion keys create --workspace W --kind workspace|personal|copilot [--data DIR] [--research-db FILE]
-                                     [--database-url postgres://…]  (cluster mode: the shared database)
-                                     prints a new research API key once (stdout); only its sha256 is stored
-  fusion keys list [--json]          fusion keys revoke ID
-`;
+const KEYS_FLAGS = flagSpecFor('keys');
 
 export async function keysCommand(argv: readonly string[], env: Env, io: Io): Promise<number> {
   const [sub, ...rest] = argv;
@@ -40,7 +35,8 @@ export async function keysCommand(argv: readonly string[], env: Env, io: Io): Pr
     if (!kind || !(API_KEY_KINDS as readonly string[]).includes(kind)) throw usageError(`--kind must be one of ${API_KEY_KINDS.join(', ')}`);
     return withStore(file, async (store) => {
       const issued = await issueKey(store, workspace, kind as ApiKeyKind);
-      io.stdout(`${issued.key}\n`);
+      const r = issued.record;
+      io.stdout(has(args, 'json') ? `${JSON.stringify({ key: issued.key, id: r.id, workspaceId: r.workspaceId, kind: r.kind, createdAt: r.createdAt }, null, 2)}\n` : `${issued.key}\n`);
       io.stderr(`created ${issued.record.kind} key ${issued.record.id} for workspace ${issued.record.workspaceId}; it is shown only this once (the store keeps its sha256)\n`);
       return 0;
     });

@@ -1,77 +1,26 @@
 #!/usr/bin/env node
 /**
- * `fusion` CLI entry. Reads the environment, parses flags, dispatches to a command, maps errors
- * to exit codes (0 ok, 1 failure, 2 invalid input/usage, 3 no daemon, 4 other fetch failure).
+ * `fusion` CLI entry. Reads the environment, parses flags (the options table, config/options.ts),
+ * dispatches to a command, maps errors to exit codes (cli/exit-codes.ts).
+ *
+ * Start-up cost: this module loads only the parser, the options table and the help texts; each
+ * command imports what it needs when it runs (`fusion help` never loads the daemon).
  */
-import { readFileSync } from 'node:fs';
-import { FusionError } from '../errors.js';
-import { createLogger } from '../log.js';
-import type { Workflow } from '../contracts/constants.js';
-import { SANDBOX_CHOICES } from '../contracts/task-options.js';
-import { DELIVERY_MODES } from '../contracts/api.js';
-import { buildConfig, startDaemon, type Daemon, type ShutdownReport } from '../main.js';
-import { runMcpCommand } from './mcp-command.js';
-import { modelsCommand } from './models-command.js';
-import { fetchArgsFrom, fetchCommand, FETCH_FLAGS } from './fetch-command.js';
-import { sandboxExecCommand } from './sandbox-command.js';
-import { searchCommand, searchSources, SEARCH_FLAGS } from './search-command.js';
-import { signingKeyCommand } from './signing-command.js';
-import { auditCommand } from './audit-command.js';
-import { keysCommand } from './keys-command.js';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from '../config/args.js';
-import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.js';
-import { FusionClient } from '../client/index.js';
-import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
+import { FusionError } from '../errors.js';
+import type { Workflow } from '../contracts/constants.js';
+import type { Daemon, ShutdownReport } from '../main.js';
+import type { FusionClient } from '../client/index.js';
+import { parseArgs, flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
+import { configFieldLabel, flagSpecFor, optionFor, OPTIONS, type Command } from '../config/options.js';
+import type { Env } from '../config/settings.js';
+import { packageVersion } from '../common/package-version.js';
+import type { Io } from './commands.js';
+import type * as CommandsModule from './commands.js';
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
-import { normalizeToolInput } from '../contracts/tool-input.js';
 import { cliErrorOf, isConnectionLoss, quietOnEpipe, whileWaiting } from './daemon-gone.js';
-import { isTaskState } from '../contracts/task-state.js';
-import { statSync } from 'node:fs';
-
-const COMMON: Record<string, FlagSpec> = { socket: { value: true }, data: { value: true }, json: {}, help: {} };
-const DAEMON_FLAGS: Record<string, FlagSpec> = {
-  ...COMMON,
-  sandbox: { value: true },
-  'log-level': { value: true },
-  concurrency: { value: true },
-  'max-queued': { value: true },
-  'max-queued-per-caller': { value: true },
-  'storage-reserve-mb': { value: true },
-  'keep-attempt-files': {},
-  'socket-group': { value: true },
-  resolve: { value: true, repeat: true },
-  'allow-cidr': { value: true, repeat: true },
-  'models-file': { value: true },
-  'candidate-model': { value: true, repeat: true },
-  'evaluator-model': { value: true },
-  'merger-model': { value: true },
-  listen: { value: true },
-  'listen-public': {},
-  'sandbox-rlimit-fallback': {},
-  'research-store': { value: true },
-  'research-db': { value: true },
-  'database-url': { value: true },
-  'research-user-agent': { value: true },
-  'research-queue-prefix': { value: true },
-};
-const SUBMIT_FLAGS: Record<string, FlagSpec> = {
-  ...DAEMON_FLAGS,
-  objective: { value: true },
-  background: { value: true, repeat: true },
-  deliverable: { value: true },
-  scope: { value: true, repeat: true },
-  constraint: { value: true, repeat: true },
-  source: { value: true, repeat: true },
-  purpose: { value: true, repeat: true },
-  input: { value: true },
-  repo: { value: true },
-  wait: {},
-  'from-search': { value: true },
-  'search-count': { value: true },
-  yes: {},
-};
-
+import { EXIT } from './exit-codes.js';
 
 function processIo(): Io {
   return {
@@ -93,7 +42,8 @@ function idArg(args: ParsedArgs, command: string): string {
 }
 
 async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
-  const config = buildConfig(daemonConfigInput(args, env));
+  const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../main.js'), import('../config/settings.js')]);
+  const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
   if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
@@ -134,12 +84,19 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   // Everything that can be checked here is checked before any daemon is contacted: a bad input
   // is an input error (exit 2) whether or not a daemon runs.
   const sandbox = flag(args, 'sandbox');
-  if (sandbox && !(SANDBOX_CHOICES as readonly string[]).includes(sandbox)) throw usageError(`--sandbox must be one of ${SANDBOX_CHOICES.join(', ')}`);
+  const sandboxes = optionFor(workflow, 'sandbox')?.choices ?? [];
+  if (sandbox && !sandboxes.includes(sandbox)) throw usageError(`--sandbox must be one of ${sandboxes.join(', ')}`);
+  const [{ toolArguments, followProgress, printResult }, { normalizeToolInput }, { FusionClient }] = await Promise.all([
+    import('./commands.js'),
+    import('../contracts/tool-input.js'),
+    import('../client/index.js'),
+  ]);
   const toolArgs = toolArguments(workflow, args, io);
   if (has(args, 'from-search')) {
     // Search results become sources only when the caller confirmed them (--yes) after seeing them.
     if (workflow !== 'research' || flag(args, 'input') !== undefined) throw usageError('--from-search is only for fusion research with flags (not --input)');
     const record = toolArgs as { sources?: unknown[] };
+    const { searchSources } = await import('./search-command.js');
     record.sources = [...(record.sources ?? []), ...(await searchSources(args, env, io))];
   } else if (has(args, 'yes') || has(args, 'search-count')) {
     throw usageError('--yes and --search-count go with --from-search QUERY');
@@ -153,12 +110,14 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     ...(Object.keys(options).length > 0 ? { options } : {}),
   };
   const json = has(args, 'json');
+  const { daemonConfigInput, resolveSocket } = await import('../config/settings.js');
   let client = new FusionClient(resolveSocket(args, env));
   let embedded: Daemon | undefined;
   if (!(await client.ping())) {
     if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
     // Zero set-up for a first run: an in-process daemon for this one task.
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' });
+    const [{ buildConfig, startDaemon }, { createLogger }] = await Promise.all([import('../main.js'), import('../log.js')]);
+    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' }, configFieldLabel);
     // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
     embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
     delete options.models;
@@ -219,106 +178,172 @@ function isDirectory(path: string): boolean {
 async function runMcp(args: ParsedArgs, env: Env): Promise<number> {
   const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
   if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
+  const { runMcpCommand } = await import('./mcp-command.js');
   return runMcpCommand(args, env);
 }
 
+/** Flags that may come before the command (`fusion --data DIR tasks`): the table's global rows. */
+const GLOBAL_FLAGS = new Map(OPTIONS.filter((o) => o.global === true && o.flag !== undefined).map((o) => [o.flag!, o.kind !== 'bool']));
+
+/**
+ * Splits `fusion [GLOBAL FLAGS] COMMAND ARGS…`: the global flags move after the command's own
+ * subcommand words and before a bare `--` (what follows `--` belongs to another program).
+ */
+export function splitGlobals(argv: readonly string[]): { command: string | undefined; rest: string[]; version: boolean } {
+  const globals: string[] = [];
+  let version = false;
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('-') || arg === '-' || arg === '--') break;
+    if (arg === '--version' || arg === '-V') {
+      version = true;
+      continue;
+    }
+    if (arg === '-h') {
+      globals.push('--help');
+      continue;
+    }
+    const name = arg.slice(2).split('=')[0]!;
+    const takesValue = GLOBAL_FLAGS.get(name);
+    if (takesValue === undefined) {
+      throw usageError(`${arg} cannot come before the command (only ${[...GLOBAL_FLAGS.keys()].map((f) => `--${f}`).join(', ')} and --version can); put it after the command`);
+    }
+    globals.push(arg);
+    if (takesValue && !arg.includes('=')) {
+      const value = argv[i + 1];
+      if (value === undefined) throw usageError(`flag --${name} needs a value`);
+      globals.push(value);
+      i++;
+    }
+  }
+  const command = argv[i];
+  const after = argv.slice(i + 1);
+  const dash = after.indexOf('--');
+  const rest = dash < 0 ? [...after, ...globals] : [...after.slice(0, dash), ...globals, ...after.slice(dash)];
+  return { command, rest, version };
+}
+
 export async function runCli(argv: readonly string[], env: Env, io: Io): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === '--help' || command === '-h') {
+  const { command, rest, version } = splitGlobals(argv);
+  if (version) {
+    io.stdout(`fusion ${packageVersion()}\n`);
+    return EXIT.ok;
+  }
+  if (command === undefined) {
     io.stdout(HELP);
-    return command === undefined ? 2 : 0;
+    return rest.includes('--help') ? EXIT.ok : EXIT.usage;
   }
   if (command === 'help') {
-    const topic = rest[0];
+    const topic = rest.find((w) => !w.startsWith('-'));
     if (topic === undefined) io.stdout(HELP);
-    else if (COMMAND_HELP[topic] !== undefined) io.stdout(COMMAND_HELP[topic]);
+    else if (topic in COMMAND_HELP) io.stdout(COMMAND_HELP[topic as Command]);
     else throw usageError(`no help for unknown command ${JSON.stringify(topic)}; see 'fusion help'`);
-    return 0;
+    return EXIT.ok;
   }
   // `fusion COMMAND --help` prints that command's help and starts nothing.
   if (wantsHelp(rest)) {
-    const text = COMMAND_HELP[command];
-    if (text === undefined) throw usageError(`unknown command ${JSON.stringify(command)}; see 'fusion help'`);
-    io.stdout(text);
-    return 0;
+    if (!(command in COMMAND_HELP)) throw usageError(`unknown command ${JSON.stringify(command)}; see 'fusion help'`);
+    io.stdout(COMMAND_HELP[command as Command]);
+    return EXIT.ok;
   }
-  const client = (args: ParsedArgs): FusionClient => new FusionClient(resolveSocket(args, env));
+  const parse = (name: Command): ParsedArgs => parseArgs(rest, flagSpecFor(name), name);
+  const client = async (args: ParsedArgs): Promise<FusionClient> => new (await import('../client/index.js')).FusionClient((await import('../config/settings.js')).resolveSocket(args, env));
+  const commands = async (): Promise<typeof CommandsModule> => import('./commands.js');
   // Signing keys and offline audit (before the generic `keys` handler).
-  if (command === 'keys' && rest[0]?.startsWith('signing-')) return signingKeyCommand(rest, env, io);
-  if (command === 'audit') return auditCommand(rest, env, io);
+  if (command === 'keys' && rest[0]?.startsWith('signing-')) return (await import('./signing-command.js')).signingKeyCommand(rest, env, io);
   switch (command) {
+    case 'audit':
+      return (await import('./audit-command.js')).auditCommand(rest, env, io);
     case 'daemon':
-      return runDaemon(parseArgs(rest, DAEMON_FLAGS), env, io);
+      return runDaemon(parse('daemon'), env, io);
     case 'investigate':
     case 'research':
-      return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
+      return submit(command, parse(command), env, io);
     case 'mcp':
-      return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true } }), env);
+      return runMcp(parse('mcp'), env);
     case 'fetch': {
-      const args = parseArgs(rest, FETCH_FLAGS);
-      const fetchArgs = fetchArgsFrom(args);
+      const { fetchArgsFrom, fetchCommand } = await import('./fetch-command.js');
+      const fetchArgs = fetchArgsFrom(parse('fetch'));
       // The admin seams may also come from the environment, like the daemon's.
       const csv = (v: string | undefined): string[] => (v ?? '').split(',').map((x) => x.trim()).filter(Boolean);
       return fetchCommand({ ...fetchArgs, resolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...fetchArgs.resolve], allowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...fetchArgs.allowCidrs] }, io);
     }
     case 'search':
-      return searchCommand(parseArgs(rest, SEARCH_FLAGS), env, io);
+      return (await import('./search-command.js')).searchCommand(parse('search'), env, io);
     case 'sandbox':
-      return sandboxExecCommand(rest, env, io);
+      return (await import('./sandbox-command.js')).sandboxExecCommand(rest, env, io);
     case 'keys':
-      return keysCommand(rest, env, io);
+      return (await import('./keys-command.js')).keysCommand(rest, env, io);
     case 'models':
-      return modelsCommand(rest, env, io);
+      return (await import('./models-command.js')).modelsCommand(rest, env, io);
     case 'validate':
-      return validateCommand(parseArgs(rest, { help: {} }), io);
+      return (await commands()).validateCommand(parse('validate'), io);
+    case 'completion': {
+      const args = parse('completion');
+      if (args.positionals.length > 1) throw usageError(`fusion completion takes one shell, got ${args.positionals.length} arguments`);
+      io.stdout((await import('./completion.js')).completionScript(args.positionals[0]));
+      return EXIT.ok;
+    }
     case 'status': {
-      const args = parseArgs(rest, COMMON);
-      printTask((await client(args).call('GET', `/v1/tasks/${idArg(args, 'status')}`)) as Record<string, unknown>, io, has(args, 'json'));
-      return 0;
+      const args = parse('status');
+      const { printTask } = await commands();
+      printTask((await (await client(args)).call('GET', `/v1/tasks/${idArg(args, 'status')}`)) as Record<string, unknown>, io, has(args, 'json'));
+      return EXIT.ok;
     }
     case 'tasks': {
-      const args = parseArgs(rest, { ...COMMON, state: { value: true }, limit: { value: true } });
+      const args = parse('tasks');
       const q = new URLSearchParams();
       const state = flag(args, 'state');
       const limit = flag(args, 'limit');
+      const { isTaskState } = await import('../contracts/task-state.js');
       if (state !== undefined && !isTaskState(state)) throw usageError(`state must be a task state, got ${JSON.stringify(state)}`);
       if (limit !== undefined && !/^\d+$/u.test(limit)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
       if (state !== undefined) q.set('state', state);
       if (limit !== undefined) q.set('limit', limit);
-      const reply = (await client(args).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>>; truncated?: boolean; limit?: number };
+      const { printTask } = await commands();
+      const reply = (await (await client(args)).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>>; truncated?: boolean; limit?: number };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else for (const t of reply.tasks) printTask(t, io, false);
       // A cut list says so, and how to see more (on stderr: stdout stays the list).
       if (reply.truncated === true) {
         io.stderr(`(showing the newest ${reply.tasks.length} tasks; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
       }
-      return 0;
+      return EXIT.ok;
     }
     case 'result': {
-      const args = parseArgs(rest, { ...COMMON, delivery: { value: true } });
+      const args = parse('result');
       const delivery = flag(args, 'delivery') ?? 'auto';
-      if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw usageError(`--delivery must be one of ${DELIVERY_MODES.join(', ')}`);
-      const c = client(args);
+      const modes = optionFor('result', 'delivery')?.choices ?? [];
+      if (!modes.includes(delivery)) throw usageError(`--delivery must be one of ${modes.join(', ')}`);
+      const c = await client(args);
       const id = idArg(args, 'result');
+      const { printResult } = await commands();
       const result = (await c.call('GET', `/v1/tasks/${id}/result?delivery=${delivery}`)) as Record<string, unknown>;
       return await printResult(result, io, has(args, 'json'), (sha256) => c.answer(decodeURIComponent(id), sha256));
     }
     case 'wait': {
-      const args = parseArgs(rest, { ...COMMON, timeout: { value: true } });
+      const args = parse('wait');
       const seconds = Number(flag(args, 'timeout') ?? '600');
       if (!Number.isFinite(seconds) || seconds < 0 || seconds > 600) throw usageError('--timeout must be a number of seconds from 0 to 600');
-      const waitClient = client(args);
+      const waitClient = await client(args);
       const waitId = idArg(args, 'wait');
+      const { printTask } = await commands();
       const reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.call('GET', `/v1/tasks/${waitId}/wait?timeoutMs=${Math.round(seconds * 1000)}`))) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);
-      if (!reply.terminal) return 1;
-      return reply.task.status === 'completed' ? 0 : 1;
+      if (!reply.terminal) {
+        // Not a failure: the task runs on. A distinct code (as timeout(1)) so a script can tell.
+        io.stderr(`fusion wait: timed out after ${seconds} s: ${decodeURIComponent(waitId)} is still ${String(reply.task.state)}; wait again with 'fusion wait ${decodeURIComponent(waitId)}'\n`);
+        return EXIT.timedOut;
+      }
+      return reply.task.status === 'completed' ? EXIT.ok : EXIT.failed;
     }
     case 'cancel': {
-      const args = parseArgs(rest, COMMON);
-      printTask((await client(args).call('POST', `/v1/tasks/${idArg(args, 'cancel')}/cancel`)) as Record<string, unknown>, io, has(args, 'json'));
-      return 0;
+      const args = parse('cancel');
+      const { printTask } = await commands();
+      printTask((await (await client(args)).call('POST', `/v1/tasks/${idArg(args, 'cancel')}/cancel`)) as Record<string, unknown>, io, has(args, 'json'));
+      return EXIT.ok;
     }
     default:
       throw usageError(`unknown command ${JSON.stringify(command)}; see 'fusion help'`);
@@ -326,13 +351,13 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
 }
 
 export function exitCodeFor(err: FusionError): number {
-  if (err.code === 'invalid_input') return 2;
-  if (err.code === 'daemon_unavailable' || (err.code === 'internal_error' && isConnectionLoss(err.cause))) return 3;
-  return 1;
+  if (err.code === 'invalid_input') return EXIT.usage;
+  if (err.code === 'daemon_unavailable' || (err.code === 'internal_error' && isConnectionLoss(err.cause))) return EXIT.noDaemon;
+  return EXIT.failed;
 }
 
 // Run when executed as the bin (not when imported by tests).
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${(await import('node:fs')).realpathSync(process.argv[1])}`).href;
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${realpathSync(process.argv[1])}`).href;
 if (invokedDirectly) {
   const io = processIo();
   quietOnEpipe(process.stdout);

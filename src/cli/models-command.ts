@@ -8,32 +8,14 @@
  * Exit codes: 0 all usable, 1 a model is unreachable or a candidate model made no tool call,
  * 2 usage or a bad model spec; configuration errors propagate (invalid_config, exit 1).
  */
+import { MODELS_HELP } from './help.js';
 import { createLogger, type Logger } from '../log.js';
 import { checkModels, formatCheckReport } from '../models/models-check.js';
 import { loadRoster, type RosterOverrides } from '../models/roster-config.js';
 import { flag, flagAll, has, parseArgs, usageError, type FlagSpec } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 
-export const MODELS_HELP = `fusion models — model roster tools
-
-Usage:
-  fusion models check [--models-file FILE] [--candidate-model SPEC…] [--evaluator-model SPEC]
-                      [--merger-model SPEC] [--timeout SECONDS] [--json]
-
-SPEC is PROVIDER:MODEL[@BASE_URL]: openai:gpt-4.1, openai:qwen3@http://127.0.0.1:11434/v1,
-anthropic:claude-sonnet-4-5, builtin:content-search. --candidate-model takes one model
-(self-fusion) or three. Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the models file
-(apiKeyEnv, apiKeyFile with mode 0600). The models file defaults to $FUSION_MODELS_FILE.
-`;
-
-const CHECK_FLAGS: Record<string, FlagSpec> = {
-  'models-file': { value: true },
-  'candidate-model': { value: true, repeat: true },
-  'evaluator-model': { value: true },
-  'merger-model': { value: true },
-  timeout: { value: true },
-  json: {},
-  help: {},
-};
+const CHECK_FLAGS: Record<string, FlagSpec> = flagSpecFor('models');
 
 export interface ModelsIo {
   stdout: (text: string) => void;

@@ -13,6 +13,7 @@
  * `createLauncherFactories` is how the daemon builds its launchers too (src/main.ts), so this
  * command and the daemon can never disagree about the policy.
  */
+import { SANDBOX_HELP } from './help.js';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { constants as osConstants, tmpdir } from 'node:os';
@@ -26,23 +27,15 @@ import { createLauncherFactories } from '../launcher/factories.js';
 import { createUidPool, parseUidRange } from '../launcher/uid-pool.js';
 import { CANDIDATE_ENV } from '../launcher/port.js';
 import { flag, has, parseArgs, usageError, type FlagSpec } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 import type { Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 /** Containers of `sandbox exec` carry this owner, so a daemon's start-up reaping leaves them alone. */
 export const SANDBOX_EXEC_OWNER = 'sandbox-exec';
 
-const FLAGS: Record<string, FlagSpec> = { backend: { value: true }, 'sandbox-uids': { value: true }, repo: { value: true }, out: { value: true }, 'log-level': { value: true }, help: {} };
+const FLAGS: Record<string, FlagSpec> = flagSpecFor('sandbox');
 const CHOICES = ['auto', 'bwrap', 'docker', 'gvisor'] as const;
-
-export const SANDBOX_HELP = `Usage: fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
-
-Runs CMD under exactly the candidate sandbox policy (no broker): DIR (default: the current
-directory) read-only at /repo, --out DIR (default: a temporary directory, removed afterwards)
-writable at /out, the built child code at /opt/fusion, no network. Exits with CMD's exit code
-(128+N when killed by signal N, 124 on timeout, 125 over the output cap, 130 when interrupted).
-As root, CMD runs as a uid of its own from --sandbox-uids (default 2100000000-2100065535).
-`;
 
 /** The built tree bound at /opt/fusion (dist/ when running compiled), when it holds the child. */
 function childCodeDir(): string | undefined {

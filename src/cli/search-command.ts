@@ -21,20 +21,11 @@ import { createWebTools, searchMarkdown, type WebSearchReply } from '../mcp/web-
 import { searchConfigFrom, type SearchEnv } from '../search/search-config.js';
 import { checkSearchCount, checkSearchQuery } from '../search/web-search.js';
 import { flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 import { fetchExitCode, type FetchCommandIo } from './fetch-command.js';
 import type { SourceArg } from './sources.js';
 
-export const SEARCH_FLAGS: Record<string, FlagSpec> = {
-  count: { value: true },
-  json: {},
-  resolve: { value: true, repeat: true },
-  'allow-cidr': { value: true, repeat: true },
-  help: {},
-};
-
-export const SEARCH_USAGE =
-  '  fusion search QUERY… [--count N] [--json] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n' +
-  '                     one web search through FUSION_SEARCH_PROVIDER (results only; nothing is fetched)\n';
+export const SEARCH_FLAGS: Record<string, FlagSpec> = flagSpecFor('search');
 
 export interface SearchSeams {
   resolve: string[];

@@ -6,13 +6,15 @@
 import { initSigningKey, loadSigningKey, signingKeyPaths } from '../audit/signing.js';
 import { FusionError } from '../errors.js';
 import { mkdirSync } from 'node:fs';
-import { parseArgs, usageError } from '../config/args.js';
+import { has, parseArgs, usageError } from '../config/args.js';
+import { flagSpecFor } from '../config/options.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
 
 export async function signingKeyCommand(argv: readonly string[], env: Env, io: Io): Promise<number> {
   const [sub, ...rest] = argv;
-  const args = parseArgs(rest, { data: { value: true }, help: {} });
+  const args = parseArgs(rest, flagSpecFor('keys'), 'keys');
+  const json = has(args, 'json');
   if (args.positionals.length > 0) throw usageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
   const home = resolveHome(args, env);
   if (sub === 'signing-init') {
@@ -21,14 +23,14 @@ export async function signingKeyCommand(argv: readonly string[], env: Env, io: I
     const paths = signingKeyPaths(home);
     io.stderr(`fusion: signing key created: ${paths.privateKey} (0600); public key ${paths.publicKey}\n`);
     io.stderr(`fusion: key id sha256:${key.publicKeySha256}; restart the daemon to sign new task tarballs\n`);
-    io.stdout(key.publicKeyPem);
+    io.stdout(json ? `${JSON.stringify({ keyId: `sha256:${key.publicKeySha256}`, publicKeyPem: key.publicKeyPem }, null, 2)}\n` : key.publicKeyPem);
     return 0;
   }
   if (sub === 'signing-public') {
     const key = loadSigningKey(home);
     if (key === null) throw new FusionError('not_found', `no signing key in ${home}; create one with: fusion keys signing-init`);
     io.stderr(`fusion: key id sha256:${key.publicKeySha256}\n`);
-    io.stdout(key.publicKeyPem);
+    io.stdout(json ? `${JSON.stringify({ keyId: `sha256:${key.publicKeySha256}`, publicKeyPem: key.publicKeyPem }, null, 2)}\n` : key.publicKeyPem);
     return 0;
   }
   throw usageError(`unknown keys subcommand ${JSON.stringify(sub)}; use signing-init or signing-public`);

@@ -1,6 +1,7 @@
 /**
- * A small, strict argv parser: every flag is declared; an unknown flag or a missing value is a
- * usage error naming the flag. (No dependency: the CLI must start fast and fail clearly.)
+ * A small, strict argv parser: every flag is declared (the flag sets come from the options table,
+ * options.ts); an unknown flag or a missing value is a usage error naming the flag. (No
+ * dependency: the CLI must start fast and fail clearly.)
  */
 import { FusionError } from '../errors.js';
 
@@ -24,7 +25,8 @@ export function usageError(message: string): FusionError {
   return new FusionError('invalid_input', message, { details: { usage: true } });
 }
 
-export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec>): ParsedArgs {
+/** `command` (when given) names the command in the unknown-flag message and where its flags are listed. */
+export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec>, command?: string): ParsedArgs {
   const flags = new Map<string, string[]>();
   const positionals: string[] = [];
   let rest: string[] = [];
@@ -42,7 +44,7 @@ export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec
     const eq = arg.indexOf('=');
     const name = arg.slice(2, eq < 0 ? undefined : eq);
     const def = spec[name];
-    if (!def) throw usageError(`unknown flag --${name}; see 'fusion help'`);
+    if (!def) throw usageError(command === undefined ? `unknown flag --${name}; see 'fusion help'` : `unknown flag --${name} for fusion ${command}; its flags are listed by 'fusion ${command} --help'`);
     let value = 'true';
     if (def.value) {
       if (eq >= 0) value = arg.slice(eq + 1);

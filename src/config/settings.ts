@@ -13,7 +13,10 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { DaemonConfigInput } from '../contracts/config.js';
 import { dataPaths } from '../tasks/paths.js';
+import { z } from 'zod';
+import { FusionError } from '../errors.js';
 import { flag, flagAll, has, type ParsedArgs } from './args.js';
+import { optionLabel, optionsOf, type OptionDef } from './options.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -55,86 +58,72 @@ function socketGroupOf(args: ParsedArgs, env: Env): string | undefined {
   return group !== undefined && group.trim() !== '' ? group.trim() : undefined;
 }
 
-function csv(value: string | undefined): string[] {
+/** A comma-separated environment value as a list (blank items dropped). */
+export function csv(value: string | undefined): string[] {
   return (value ?? '')
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
 }
 
-function intFrom(value: string | undefined): number | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  return Number(value);
+const WHOLE = z.string().regex(/^\d{1,15}$/u);
+const SWITCH = z.enum(['1', '0', 'true', 'false', 'yes', 'no']);
+
+function badValue(o: OptionDef, source: string, raw: string, what: string): FusionError {
+  const value = o.kind === 'choice' ? o.choices![0]! : (o.metavar ?? (o.kind === 'int' ? 'N' : 'VALUE'));
+  const example = source.startsWith('--') ? `${source} ${value}` : `${source}=${value}`;
+  return new FusionError('invalid_config', `${source} must be ${what}, got ${JSON.stringify(raw)}; fix it (e.g. ${example}) or leave it unset for the default${o.default !== undefined ? ` (${o.default})` : ''}`, {
+    details: { option: optionLabel(o) },
+  });
 }
 
+/**
+ * One option's value from the flag, else its environment variable (flag > environment; a blank
+ * value counts as unset), checked against its kind. Lists add the variable's items and every flag.
+ * A bad value is an `invalid_config` naming the flag or variable it came from and the fix.
+ */
+export function optionValue(o: OptionDef, args: ParsedArgs, env: Env): string | number | boolean | string[] | undefined {
+  if (o.kind === 'list') return [...csv(o.env === undefined ? undefined : env[o.env]), ...(o.flag === undefined ? [] : flagAll(args, o.flag))];
+  if (o.kind === 'bool') {
+    if (o.flag !== undefined && has(args, o.flag)) return true;
+    const raw = o.env === undefined ? undefined : env[o.env]?.trim();
+    if (raw === undefined || raw === '') return undefined;
+    const parsed = SWITCH.safeParse(raw.toLowerCase());
+    if (!parsed.success) throw badValue(o, o.env!, raw, '1 (on) or 0 (off)');
+    return ['1', 'true', 'yes'].includes(parsed.data);
+  }
+  const fromFlag = o.flag === undefined ? undefined : flag(args, o.flag);
+  const source = fromFlag !== undefined ? `--${o.flag!}` : o.env;
+  const raw = (fromFlag ?? (o.env === undefined ? undefined : env[o.env]))?.trim();
+  if (raw === undefined || raw === '' || source === undefined) return undefined;
+  if (o.kind === 'int') {
+    if (!WHOLE.safeParse(raw).success) throw badValue(o, source, raw, 'a whole number');
+    return Number(raw) * (o.scale ?? 1);
+  }
+  if (o.kind === 'choice') {
+    const parsed = z.enum(o.choices as [string, ...string[]]).safeParse(raw);
+    if (!parsed.success) throw badValue(o, source, raw, `one of ${o.choices!.join(', ')}`);
+    return parsed.data;
+  }
+  return o.path === true ? resolve(raw) : raw;
+}
+
+/**
+ * The daemon's settings, generated from the options table: every row with a daemon setting
+ * (`key`), read flag > environment; the data directory and socket resolved as above. The schema
+ * in contracts/config.ts checks ranges and fills defaults (buildConfig).
+ */
 export function daemonConfigInput(args: ParsedArgs, env: Env): DaemonConfigInput {
-  const sandbox = flag(args, 'sandbox') ?? env.FUSION_SANDBOX;
-  const logLevel = flag(args, 'log-level') ?? env.FUSION_LOG_LEVEL;
-  const concurrency = intFrom(flag(args, 'concurrency') ?? env.FUSION_TASK_CONCURRENCY);
-  const maxQueued = intFrom(flag(args, 'max-queued') ?? env.FUSION_MAX_QUEUED);
-  const maxPerCaller = intFrom(flag(args, 'max-queued-per-caller') ?? env.FUSION_MAX_QUEUED_PER_CALLER);
-  const reserveMb = intFrom(flag(args, 'storage-reserve-mb') ?? env.FUSION_STORAGE_RESERVE_MB);
-  const databaseUrl = (flag(args, 'database-url') ?? env.FUSION_DATABASE_URL)?.trim();
-  const leaseMs = intFrom(env.FUSION_TASK_LEASE_MS);
-  const stalledCheckMs = intFrom(env.FUSION_TASK_STALLED_CHECK_MS);
-  const reconcileMs = intFrom(env.FUSION_QUEUE_RECONCILE_MS);
-  const shutdownTimeoutS = intFrom(env.FUSION_SHUTDOWN_TIMEOUT_S);
-  const daemonId = env.FUSION_DAEMON_ID?.trim();
-  const bundleMaxMb = intFrom(env.FUSION_BUNDLE_MAX_MB);
-  const sandboxUids = flag(args, 'sandbox-uids') ?? env.FUSION_SANDBOX_UIDS;
-  const socketGroup = socketGroupOf(args, env);
-  return {
+  const input: Record<string, unknown> = {
     home: resolveHome(args, env),
     socketPath: resolveDaemonSocket(args, env),
-    ...(socketGroup !== undefined ? { socketGroup } : {}),
-    ...(sandbox ? { sandbox: sandbox as 'auto' } : {}),
-    ...(logLevel ? { logLevel: logLevel as 'info' } : {}),
-    ...(concurrency !== undefined ? { taskConcurrency: concurrency } : {}),
-    ...(maxQueued !== undefined ? { maxQueuedTasks: maxQueued } : {}),
-    ...(maxPerCaller !== undefined ? { maxQueuedPerCaller: maxPerCaller } : {}),
-    ...(reserveMb !== undefined ? { storageReserveBytes: reserveMb * 1024 * 1024 } : {}),
-    ...(databaseUrl ? { databaseUrl } : {}),
-    ...(leaseMs !== undefined ? { taskLeaseMs: leaseMs } : {}),
-    ...(stalledCheckMs !== undefined ? { taskStalledCheckMs: stalledCheckMs } : {}),
-    ...(reconcileMs !== undefined ? { queueReconcileMs: reconcileMs } : {}),
-    ...(shutdownTimeoutS !== undefined ? { shutdownTimeoutS } : {}),
-    ...(daemonId ? { daemonId } : {}),
-    ...(bundleMaxMb !== undefined ? { bundleMaxBytes: bundleMaxMb * 1024 * 1024 } : {}),
-    ...(sandboxUids ? { sandboxUids: sandboxUids.trim() } : {}),
-    ...(has(args, 'keep-attempt-files') || env.FUSION_KEEP_ATTEMPT_FILES === '1' ? { keepAttemptFiles: true } : {}),
-    ...(has(args, 'sandbox-rlimit-fallback') || env.FUSION_SANDBOX_RLIMIT === '1' ? { sandboxRlimitFallback: true } : {}),
-    ...(flag(args, 'models-file') ? { modelsFile: resolve(flag(args, 'models-file')!) } : {}),
-    candidateModels: flagAll(args, 'candidate-model'),
-    ...(flag(args, 'evaluator-model') ? { evaluatorModel: flag(args, 'evaluator-model') } : {}),
-    ...(flag(args, 'merger-model') ? { mergerModel: flag(args, 'merger-model') } : {}),
-    egressResolve: [...csv(env.FUSION_EGRESS_RESOLVE), ...flagAll(args, 'resolve')],
-    egressAllowCidrs: [...csv(env.FUSION_EGRESS_ALLOW_CIDRS), ...flagAll(args, 'allow-cidr')],
-    ...researchConfigInput(args, env),
   };
-}
-
-/** The research-run settings: flags, REDIS_URL and the RESEARCH_* variables. */
-function researchConfigInput(args: ParsedArgs, env: Env): Partial<DaemonConfigInput> {
-  const store = flag(args, 'research-store');
-  const db = flag(args, 'research-db') ?? env.FUSION_RESEARCH_DB;
-  const ua = flag(args, 'research-user-agent');
-  const redisUrl = env.REDIS_URL?.trim();
-  const concurrency = intFrom(env.RESEARCH_WORKER_CONCURRENCY);
-  const lockMs = intFrom(env.RESEARCH_LOCK_DURATION_MS);
-  const stalledMs = intFrom(env.RESEARCH_STALLED_INTERVAL_MS);
-  const queuePrefix = flag(args, 'research-queue-prefix') ?? env.FUSION_RESEARCH_QUEUE_PREFIX?.trim();
-  return {
-    ...(flag(args, 'listen') ? { listen: flag(args, 'listen') } : {}),
-    ...(has(args, 'listen-public') ? { listenPublic: true } : {}),
-    ...(store ? { researchStore: store as 'sqlite' } : {}),
-    ...(db ? { researchDb: resolve(db) } : {}),
-    ...(ua ? { researchUserAgent: ua } : {}),
-    ...(redisUrl ? { redisUrl } : {}),
-    ...(concurrency !== undefined ? { researchWorkerConcurrency: concurrency } : {}),
-    ...(lockMs !== undefined ? { researchLockMs: lockMs } : {}),
-    ...(stalledMs !== undefined ? { researchStalledMs: stalledMs } : {}),
-    ...(queuePrefix ? { researchQueuePrefix: queuePrefix } : {}),
-  };
+  for (const o of optionsOf('daemon')) {
+    if (o.key === undefined) continue;
+    const value = optionValue(o, args, env);
+    if (value !== undefined) input[o.key] = value;
+  }
+  return input as DaemonConfigInput;
 }
 
 /** The process environment, for library callers that pass none (only cli/ and main.ts read it). */

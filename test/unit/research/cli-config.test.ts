@@ -28,10 +28,10 @@ describe('daemon research settings from flags and environment', () => {
 
   it('refuses bad values at start-up', () => {
     const build = (argv: string[], env: Record<string, string> = {}): unknown => buildConfig(daemonConfigInput(parseArgs(['--data', '/tmp/h', ...argv], FLAGS), env));
-    expect(() => build(['--research-store', 'disk'])).toThrow(/researchStore/);
+    expect(() => build(['--research-store', 'disk'])).toThrow(/--research-store must be one of sqlite, memory/);
     expect(() => build([], { REDIS_URL: 'http://x' })).toThrow(/redisUrl/);
     expect(() => build([], { RESEARCH_WORKER_CONCURRENCY: '0' })).toThrow(/researchWorkerConcurrency/);
-    expect(() => build(['--research-user-agent', 'Bot\n'])).toThrow(/researchUserAgent/);
+    expect(() => build(['--research-user-agent', 'Bo\nt'])).toThrow(/researchUserAgent/);
     expect(() => build(['--research-queue-prefix', 'a:b'])).toThrow(/researchQueuePrefix/);
   });
 
