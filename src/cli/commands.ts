@@ -12,6 +12,7 @@ import { normalizeToolInput } from '../contracts/tool-input.js';
 import type { FusionClient } from '../client/index.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { sourcesFrom } from './sources.js';
+import { withPath } from './path-errors.js';
 
 export interface Io {
   stdout: (text: string) => void;
@@ -20,7 +21,7 @@ export interface Io {
 }
 
 export function readJsonSource(source: string, io: Io, what: string): unknown {
-  const text = source === '-' ? io.readStdin() : readFileSync(resolve(source), 'utf8');
+  const text = source === '-' ? io.readStdin() : withPath(source, what, 'read', () => readFileSync(resolve(source), 'utf8'));
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
