@@ -83,8 +83,19 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
     error: task.error,
     resumeCount: task.resumeCount,
     callerUid: task.callerUid,
+    objective: objectiveOf(task.canonicalInput),
     usage: task.usage === null ? null : (JSON.parse(task.usage) as unknown),
   };
+}
+
+/** The task's objective (its canonical input's), for lists a person reads; null when unreadable. */
+function objectiveOf(canonicalInput: string): string | null {
+  try {
+    const objective = (JSON.parse(canonicalInput) as { objective?: unknown }).objective;
+    return typeof objective === 'string' ? objective : null;
+  } catch {
+    return null;
+  }
 }
 
 function intParam(url: URL, name: string, fallback: number, max: number): number {

@@ -9,7 +9,6 @@ import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
-import type { FusionClient } from '../client/index.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { sourcesFrom } from './sources.js';
 import { withPath } from './path-errors.js';
@@ -116,13 +115,3 @@ export async function printResult(result: Record<string, unknown>, io: Io, json:
   return status === 'running' ? 0 : 1;
 }
 
-/** Streams a task's events to stderr as progress lines until its terminal notification. */
-export async function followProgress(client: FusionClient, taskId: string, io: Io): Promise<void> {
-  for await (const event of client.events(taskId)) {
-    const data = event.data;
-    const at = String(event.at).slice(11, 19);
-    if (event.kind === 'transition') io.stderr(`[${at}] ${taskId}: ${String(data.from ?? 'new')} → ${String(data.to)}\n`);
-    else if (event.kind === 'progress' && data.stage) io.stderr(`[${at}]   ${String(data.stage)} attempt ${String(data.attempt)} ${String(data.event)}\n`);
-    else if (event.kind === 'terminal') io.stderr(`[${at}] ${String(data.summary)}\n`);
-  }
-}

@@ -22,11 +22,14 @@ import { resolve as resolvePath } from 'node:path';
 import { parseArgs, flag, flagAll, has, usageError, type FlagSpec, type ParsedArgs } from '../config/args.js';
 import { daemonConfigInput, resolveSocket, type Env } from '../config/settings.js';
 import { FusionClient } from '../client/index.js';
-import { followProgress, printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
+import { printResult, printTask, toolArguments, validateCommand, type Io } from './commands.js';
+import { followProgress, heartbeatMsOf } from './progress.js';
+import { followingLine, submittedLines } from './output/receipt.js';
+import { tasksCommand, TASKS_FLAGS } from './tasks-command.js';
+import { logsCommand, LOGS_FLAGS } from './logs-command.js';
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
 import { cliErrorOf, isConnectionLoss, quietOnEpipe, whileWaiting } from './daemon-gone.js';
-import { isTaskState } from '../contracts/task-state.js';
 import { statSync } from 'node:fs';
 
 const COMMON: Record<string, FlagSpec> = { socket: { value: true }, data: { value: true }, json: {}, help: {} };
@@ -170,7 +173,7 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   try {
     const receipt = await client.submit(workflow, body.arguments, body);
     if (!has(args, 'wait')) {
-      io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : `${String(receipt.text)}\n`);
+      io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : submittedLines(receipt));
       return 0;
     }
     const taskId = String(receipt.taskId);
@@ -182,11 +185,11 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
       onInterrupt = () => void interruptEmbedded(daemon, taskId, io);
       process.once('SIGINT', onInterrupt);
     }
-    io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
+    io.stderr(followingLine(receipt));
     const socketPath = client.socketPath;
     const waiting = client;
     return await whileWaiting(taskId, socketPath, async () => {
-      await followProgress(waiting, taskId, io);
+      await followProgress(waiting, taskId, io, heartbeatMsOf(env));
       const result = (await waiting.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
       return await printResult(result, io, json, (sha256) => waiting.answer(taskId, sha256));
     });
@@ -277,22 +280,13 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       return 0;
     }
     case 'tasks': {
-      const args = parseArgs(rest, { ...COMMON, state: { value: true }, limit: { value: true } });
-      const q = new URLSearchParams();
-      const state = flag(args, 'state');
-      const limit = flag(args, 'limit');
-      if (state !== undefined && !isTaskState(state)) throw usageError(`state must be a task state, got ${JSON.stringify(state)}`);
-      if (limit !== undefined && !/^\d+$/u.test(limit)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
-      if (state !== undefined) q.set('state', state);
-      if (limit !== undefined) q.set('limit', limit);
-      const reply = (await client(args).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>>; truncated?: boolean; limit?: number };
-      if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
-      else for (const t of reply.tasks) printTask(t, io, false);
-      // A cut list says so, and how to see more (on stderr: stdout stays the list).
-      if (reply.truncated === true) {
-        io.stderr(`(showing the newest ${reply.tasks.length} tasks; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
-      }
-      return 0;
+      const args = parseArgs(rest, { ...COMMON, ...TASKS_FLAGS });
+      const tty = process.stdout.isTTY === true;
+      return tasksCommand(args, client(args), { ...io, tty, ...(tty ? { columns: process.stdout.columns } : {}) });
+    }
+    case 'logs': {
+      const args = parseArgs(rest, { ...COMMON, ...LOGS_FLAGS });
+      return logsCommand(args, decodeURIComponent(idArg(args, 'logs')), client(args), io, heartbeatMsOf(env));
     }
     case 'result': {
       const args = parseArgs(rest, { ...COMMON, delivery: { value: true } });
