@@ -88,10 +88,11 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
   };
 }
 
-/** The task's objective (its canonical input's), for lists a person reads; null when unreadable. */
+/** The task's objective (from its canonical input's request text), for lists a person reads; null when unreadable. */
 function objectiveOf(canonicalInput: string): string | null {
   try {
-    const objective = (JSON.parse(canonicalInput) as { objective?: unknown }).objective;
+    const text = (JSON.parse(canonicalInput) as { request?: { text?: unknown } }).request?.text;
+    const objective = typeof text === 'string' ? (JSON.parse(text) as { objective?: unknown }).objective : undefined;
     return typeof objective === 'string' ? objective : null;
   } catch {
     return null;

@@ -69,7 +69,7 @@ function queryOf(args: ParsedArgs): string {
 }
 
 export interface TasksOutput extends Io {
-  /** Terminal width (stdout's columns when it is a terminal). */
+  /** Terminal width (stdout's columns when it is a terminal; 160 otherwise). */
   columns?: number;
   /** True when stdout is a terminal: --watch redraws in place instead of appending tables. */
   tty?: boolean;
@@ -81,7 +81,7 @@ export async function tasksCommand(args: ParsedArgs, client: FusionClient, io: T
   const show = async (): Promise<void> => {
     const reply = (await client.call('GET', path)) as TasksReply;
     if (json) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
-    else io.stdout(tasksTable(reply.tasks, Date.now(), io.columns ?? 120));
+    else io.stdout(tasksTable(reply.tasks, Date.now(), io.columns ?? 160));
     // A cut list says so, and how to see more (on stderr: stdout stays the list).
     if (reply.truncated === true) io.stderr(`(showing the newest ${reply.tasks.length} tasks; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
   };

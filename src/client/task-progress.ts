@@ -66,7 +66,7 @@ export class TaskProgress {
     this.lastEventAt = at;
     const data = event.data;
     if (event.kind === 'transition') {
-      const from = String(data.from ?? this.state);
+      const from = data.from === null || data.from === undefined ? (this.state === 'new' ? 'submitted' : this.state) : String(data.from);
       this.state = String(data.to);
       return `${stamp} ${from} → ${this.state}`;
     }
