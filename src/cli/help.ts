@@ -40,7 +40,8 @@ refused as ambiguous. Both forms may be mixed; a --purpose belongs to the --sour
 export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a blind evaluator, a merger) with a sealed audit
 
 Usage:
-${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--json]
+${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--watch] [--json]
+  fusion logs ID [--follow] [--json]
   fusion result ID [--delivery auto|inline|artifact] [--json]
   fusion wait ID [--timeout SECONDS] [--json]
   fusion cancel ID [--json]
@@ -100,7 +101,8 @@ nothing is submitted (exit 2).
 The arguments, sources included, are validated before any daemon is contacted (exit 2).
 `,
   status: `Usage: fusion status ID [--json]\n\nPrints the task's state, error and usage so far.\n${CONNECT}`,
-  tasks: `Usage: fusion tasks [--state S] [--limit N] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100).\n${CONNECT}`,
+  tasks: `Usage: fusion tasks [--state S] [--limit N] [--watch] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100), as a table: id, state, age, duration, objective, caller.\n--watch redraws it as tasks change; --json prints the daemon's reply.\n\nExample:\n  fusion tasks --state queued\n${CONNECT}`,
+  logs: `Usage: fusion logs ID [--follow] [--json]\n\nPrints a task's events: state changes, each candidate attempt and its tool calls, the end.\n--follow keeps printing until the task ends (a heartbeat every FUSION_PROGRESS_HEARTBEAT_S seconds, default 15);\n--json prints the events as NDJSON.\n\nExample:\n  fusion logs investigate-0123456789abcdef0123456789abcdef --follow\n${CONNECT}`,
   result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
   wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (at most 600 s) for the task to end; exit 0 when it completed.\n${CONNECT}`,
   cancel: `Usage: fusion cancel ID [--json]\n\nCancels a running task and waits until its sandboxes are gone; prints the task with its usage.\n${CONNECT}`,
