@@ -1,12 +1,13 @@
 # Admin targets (included by the root Makefile). Each uses the data directory of FUSION_HOME
 # (default ~/.local/state/fusion) and the daemon on its socket.
 #   make daemon           builds, then runs the daemon in the foreground (JSON logs on stderr)
-#   make status           health (database, sandbox backend and image, providers, queue) and the newest tasks
+#   make status           a short health summary (database, sandbox backend and image, providers, queue) and the 10 newest tasks
+#   make status-json      the full health reply and the 20 newest tasks, as JSON
 #   make verify TASK=ID   offline audit of one task: every digest, seal, broker cross-check, the signature, and a replay of every tool call
 #   make gc               retention, orphan reaper and stale-task sweep, now
 #   make backup           a backup now: databases, signing key, task folders (FUSION_BACKUP_DIR, keeps FUSION_BACKUP_KEEP)
 #   make keys             creates the Ed25519 signing key if there is none; prints the public key
-.PHONY: daemon status verify gc backup keys
+.PHONY: daemon status status-json verify gc backup keys
 
 FUSION := node dist/src/cli/main.js
 ADMIN_DIST := dist/src/cli/main.js
@@ -20,6 +21,9 @@ daemon: build
 
 status: | $(ADMIN_DIST)
 	@node scripts/admin.mjs status
+
+status-json: | $(ADMIN_DIST)
+	@node scripts/admin.mjs status --json
 
 verify: | $(ADMIN_DIST)
 	@if [[ -z "$(TASK)" ]]; then echo "usage: make verify TASK=<task id>" >&2; exit 2; fi

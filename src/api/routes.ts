@@ -83,8 +83,20 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
     error: task.error,
     resumeCount: task.resumeCount,
     callerUid: task.callerUid,
+    objective: objectiveOf(task.canonicalInput),
     usage: task.usage,
   };
+}
+
+/** The task's objective (from its canonical input's request text), for lists a person reads; null when unreadable. */
+function objectiveOf(canonicalInput: string): string | null {
+  try {
+    const text = (JSON.parse(canonicalInput) as { request?: { text?: unknown } }).request?.text;
+    const objective = typeof text === 'string' ? (JSON.parse(text) as { objective?: unknown }).objective : undefined;
+    return typeof objective === 'string' ? objective : null;
+  } catch {
+    return null;
+  }
 }
 
 function intParam(url: URL, name: string, fallback: number, max: number): number {

@@ -25,6 +25,7 @@ import { flag, has, parseArgs, usageError } from '../config/args.js';
 import { flagSpecFor } from '../config/options.js';
 import { resolveHome, type Env } from '../config/settings.js';
 import type { Io } from './commands.js';
+import { checkCreatable, withPath } from './path-errors.js';
 
 const FLAGS = flagSpecFor('audit');
 
@@ -66,7 +67,7 @@ function verifyTargetOf(target: string, args: ReturnType<typeof parseArgs>): Ver
 
 /** Reads a tarball file, refusing one over `maxBytes` before reading it. */
 function readTarball(path: string, maxBytes: number): Buffer {
-  const fd = openSync(path, 'r');
+  const fd = withPath(path, 'FILE', 'read', () => openSync(path, 'r'));
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new FusionError('invalid_input', `${path} is not a regular file`, { details: { field: 'FILE' } });
@@ -126,8 +127,10 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   if (sub === 'export') {
     const out = flag(args, 'out');
     if (out === undefined) throw usageError('fusion audit export TASK -o FILE.tar: -o is required');
+    // The destination is checked before the database is opened: a wrong path is said first.
+    checkCreatable(out, '-o');
     const data = await tarballFromStore(where, target);
-    writeFileSync(resolve(out), data, { mode: 0o600, flag: 'wx' });
+    withPath(out, '-o', 'write', () => writeFileSync(resolve(out), data, { mode: 0o600, flag: 'wx' }));
     io.stderr(`fusion: exported ${target}: ${data.length} bytes, ${readMembers(data).length} members → ${resolve(out)}\n`);
     return 0;
   }
@@ -148,7 +151,7 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   const pubkeyFile = flag(args, 'pubkey');
   // A task read from this data directory is pinned to this directory's own key when it has one.
   // Only its public half is used, so the verifier need not be the key's owner (root auditing a daemon's tasks).
-  const publicKey = pubkeyFile !== undefined ? parsePublicKey(readFileSync(pubkeyFile)) : isFile ? undefined : (loadSigningKey(home, { requireOwner: false })?.publicKey ?? undefined);
+  const publicKey = pubkeyFile !== undefined ? parsePublicKey(withPath(pubkeyFile, '--pubkey', 'read', () => readFileSync(pubkeyFile))) : isFile ? undefined : (loadSigningKey(home, { requireOwner: false })?.publicKey ?? undefined);
   let replayRepo: string | undefined;
   if (has(args, 'replay')) {
     replayRepo = flag(args, 'repo');

@@ -8,10 +8,10 @@ import { resolve } from 'node:path';
 import { FusionError } from '../errors.js';
 import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
-import type { FusionClient } from '../client/index.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { sourcesFrom } from './sources.js';
 import { EXIT } from './exit-codes.js';
+import { withPath } from './path-errors.js';
 
 export interface Io {
   stdout: (text: string) => void;
@@ -20,7 +20,7 @@ export interface Io {
 }
 
 export function readJsonSource(source: string, io: Io, what: string): unknown {
-  const text = source === '-' ? io.readStdin() : readFileSync(resolve(source), 'utf8');
+  const text = source === '-' ? io.readStdin() : withPath(source, what, 'read', () => readFileSync(resolve(source), 'utf8'));
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
@@ -118,13 +118,3 @@ export async function printResult(result: Record<string, unknown>, io: Io, json:
   return status === 'running' ? EXIT.stillRunning : EXIT.failed;
 }
 
-/** Streams a task's events to stderr as progress lines until its terminal notification. */
-export async function followProgress(client: FusionClient, taskId: string, io: Io): Promise<void> {
-  for await (const event of client.events(taskId)) {
-    const data = event.data;
-    const at = String(event.at).slice(11, 19);
-    if (event.kind === 'transition') io.stderr(`[${at}] ${taskId}: ${String(data.from ?? 'new')} → ${String(data.to)}\n`);
-    else if (event.kind === 'progress' && data.stage) io.stderr(`[${at}]   ${String(data.stage)} attempt ${String(data.attempt)} ${String(data.event)}\n`);
-    else if (event.kind === 'terminal') io.stderr(`[${at}] ${String(data.summary)}\n`);
-  }
-}

@@ -3,13 +3,20 @@
  * has not failed. Say what happened and what to do (exit 3), never "task failed" (exit 1).
  */
 import { FusionError } from '../errors.js';
+import { pathError } from './path-errors.js';
 
 const CONNECTION_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ENOENT', 'EPIPE', 'ECONNABORTED']);
+/** The system calls of a socket conversation; an error from any other (open, mkdir…) is about a file. */
+const SOCKET_SYSCALLS = new Set(['connect', 'read', 'write', 'writev', 'shutdown']);
 
-/** A transport failure talking to the daemon (it stopped, crashed or its socket is gone). */
+/**
+ * A transport failure talking to the daemon (it stopped, crashed or its socket is gone). An
+ * ENOENT from opening a file (a missing --input) is not one: only a failed connect is.
+ */
 export function isConnectionLoss(err: unknown): boolean {
   if (err instanceof FusionError) return err.code === 'daemon_unavailable';
-  const e = err as { code?: unknown; message?: unknown } | null;
+  const e = err as { code?: unknown; message?: unknown; syscall?: unknown } | null;
+  if (typeof e?.syscall === 'string' && !SOCKET_SYSCALLS.has(e.syscall)) return false;
   return (typeof e?.code === 'string' && CONNECTION_CODES.has(e.code)) || (typeof e?.message === 'string' && /socket hang up|aborted/i.test(e.message));
 }
 
@@ -48,6 +55,11 @@ export function cliErrorOf(err: unknown): FusionError {
   if (where !== undefined && (e.code === 'ENOTDIR' || e.code === 'EACCES' || e.code === 'EPERM')) {
     const problem = e.code === 'ENOTDIR' ? 'a part of the path is a file, not a directory' : 'permission denied';
     return new FusionError('invalid_input', `${where}: ${problem}; check --data / --socket (or FUSION_HOME / FUSION_SOCKET)`, { cause: err, details: { path: where } });
+  }
+  // Any other file the command opened: its path and what is wrong with it, never a bare errno.
+  if (e.path !== undefined && e.address === undefined) {
+    const named = pathError(err, e.path, 'path', /mkdir|write|rename|link|copyfile/u.test(e.syscall ?? '') ? 'write' : 'read');
+    if (named instanceof FusionError) return named;
   }
   if (isConnectionLoss(err)) return new FusionError('daemon_unavailable', `the connection to the daemon was lost (${e.code ?? e.message}); is it still running? ('fusion daemon' starts one)`, { cause: err });
   return new FusionError('internal_error', e.message ?? String(err), { cause: err });

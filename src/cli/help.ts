@@ -95,7 +95,8 @@ const EXIT_TEXT = EXIT_CODES.map((e) => `  ${String(e.code).padStart(3)}  ${e.me
 export const HELP = `fusion — run Fusion jobs (three sandboxed candidates, a blind evaluator, a merger) with a sealed audit
 
 Usage:
-${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--json]
+${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks [--state S] [--limit N] [--watch] [--json]
+  fusion logs ID [--follow] [--json]
   fusion result ID [--delivery auto|inline|artifact] [--json]
   fusion wait ID [--timeout SECONDS] [--json]
   fusion cancel ID [--json]
@@ -149,7 +150,8 @@ nothing is submitted (exit 2).
 The arguments, sources included, are validated before any daemon is contacted (exit 2).
 `,
   status: `Usage: fusion status ID [--json]\n\nPrints the task's state, error and usage so far.\n${CONNECT}`,
-  tasks: `Usage: fusion tasks [--state S] [--limit N] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100).\n${CONNECT}`,
+  tasks: `Usage: fusion tasks [--state S] [--limit N] [--watch] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100), as a table: id, state, age, duration, objective, caller.\n--watch redraws it as tasks change; --json prints the daemon's reply.\n${CONNECT}`,
+  logs: `Usage: fusion logs ID [--follow] [--json]\n\nPrints a task's events: state changes, each candidate attempt and its tool calls, the end.\n--follow keeps printing until the task ends (a heartbeat every FUSION_PROGRESS_HEARTBEAT_S seconds, default 15);\n--json prints the events as NDJSON.\n${CONNECT}`,
   result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nExit 0 with an answer, 1 when the task ended without one, 75 while it is still running.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
   wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (at most 600 s) for the task to end; exit 0 when it completed, 1 when it failed or was\ncancelled, 124 (and "timed out" on stderr) when the timeout expired first.\n${CONNECT}`,
   cancel: `Usage: fusion cancel ID [--json]\n\nCancels a running task and waits until its sandboxes are gone; prints the task with its usage.\n${CONNECT}`,
@@ -185,7 +187,8 @@ const EXAMPLES: Readonly<Record<Command, readonly string[]>> = {
   investigate: ['fusion investigate --objective "Where is the retry policy?" --background "HTTP client" --deliverable "file:line list" --wait', 'fusion investigate --input args.json --repo ~/src/app --json'],
   research: ['fusion research --objective "Rate limits" --background "API client" --deliverable "limits table" --source https://example.com/docs --purpose "API docs" --wait'],
   status: ['fusion status investigate-0123456789abcdef0123456789abcdef', 'fusion --data /srv/fusion status ID --json'],
-  tasks: ['fusion tasks', 'fusion tasks --state running --limit 20 --json'],
+  tasks: ['fusion tasks', 'fusion tasks --state running --limit 20 --json', 'fusion tasks --watch'],
+  logs: ['fusion logs ID', 'fusion logs ID --follow', 'fusion logs ID --json'],
   result: ['fusion result ID', 'fusion result ID --json > result.json   # exit 75 while the task still runs'],
   wait: ['fusion wait ID --timeout 60   # exit 124 when it timed out'],
   cancel: ['fusion cancel ID'],

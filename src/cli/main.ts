@@ -86,8 +86,10 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   const sandbox = flag(args, 'sandbox');
   const sandboxes = optionFor(workflow, 'sandbox')?.choices ?? [];
   if (sandbox && !sandboxes.includes(sandbox)) throw usageError(`--sandbox must be one of ${sandboxes.join(', ')}`);
-  const [{ toolArguments, followProgress, printResult }, { normalizeToolInput }, { FusionClient }] = await Promise.all([
+  const [{ toolArguments, printResult }, { followProgress, heartbeatMsOf }, { followingLine, submittedLines }, { normalizeToolInput }, { FusionClient }] = await Promise.all([
     import('./commands.js'),
+    import('./progress.js'),
+    import('./output/receipt.js'),
     import('../contracts/tool-input.js'),
     import('../client/index.js'),
   ]);
@@ -129,7 +131,7 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   try {
     const receipt = await client.submit(workflow, body.arguments, body);
     if (!has(args, 'wait')) {
-      io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : `${String(receipt.text)}\n`);
+      io.stdout(json ? `${JSON.stringify(receipt, null, 2)}\n` : submittedLines(receipt));
       return 0;
     }
     const taskId = String(receipt.taskId);
@@ -141,11 +143,11 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
       onInterrupt = () => void interruptEmbedded(daemon, taskId, io);
       process.once('SIGINT', onInterrupt);
     }
-    io.stderr(`${String(receipt.text).split('\n')[0]}\n`);
+    io.stderr(followingLine(receipt));
     const socketPath = client.socketPath;
     const waiting = client;
     return await whileWaiting(taskId, socketPath, async () => {
-      await followProgress(waiting, taskId, io);
+      await followProgress(waiting, taskId, io, heartbeatMsOf(env));
       const result = (await waiting.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
       return await printResult(result, io, json, (sha256) => waiting.answer(taskId, sha256));
     });
@@ -293,23 +295,14 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     }
     case 'tasks': {
       const args = parse('tasks');
-      const q = new URLSearchParams();
-      const state = flag(args, 'state');
-      const limit = flag(args, 'limit');
-      const { isTaskState } = await import('../contracts/task-state.js');
-      if (state !== undefined && !isTaskState(state)) throw usageError(`state must be a task state, got ${JSON.stringify(state)}`);
-      if (limit !== undefined && !/^\d+$/u.test(limit)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
-      if (state !== undefined) q.set('state', state);
-      if (limit !== undefined) q.set('limit', limit);
-      const { printTask } = await commands();
-      const reply = (await (await client(args)).call('GET', `/v1/tasks?${q.toString()}`)) as { tasks: Array<Record<string, unknown>>; truncated?: boolean; limit?: number };
-      if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
-      else for (const t of reply.tasks) printTask(t, io, false);
-      // A cut list says so, and how to see more (on stderr: stdout stays the list).
-      if (reply.truncated === true) {
-        io.stderr(`(showing the newest ${reply.tasks.length} tasks; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
-      }
-      return EXIT.ok;
+      const tty = process.stdout.isTTY === true;
+      const { tasksCommand } = await import('./tasks-command.js');
+      return tasksCommand(args, await client(args), { ...io, tty, ...(tty ? { columns: process.stdout.columns } : {}) });
+    }
+    case 'logs': {
+      const args = parse('logs');
+      const [{ logsCommand }, { heartbeatMsOf }] = await Promise.all([import('./logs-command.js'), import('./progress.js')]);
+      return logsCommand(args, decodeURIComponent(idArg(args, 'logs')), await client(args), io, heartbeatMsOf(env));
     }
     case 'result': {
       const args = parse('result');

@@ -7,6 +7,7 @@ import { request as httpRequest, type ClientRequest, type IncomingMessage, type 
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 import { FusionError, isErrorCode } from '../errors.js';
+import { deniedMessage } from './socket-denied.js';
 
 export interface ApiReply {
   status: number;
@@ -55,10 +56,7 @@ function unavailable(endpoint: Endpoint, err: NodeJS.ErrnoException): FusionErro
  */
 function denied(endpoint: Endpoint, err: NodeJS.ErrnoException): FusionError | undefined {
   if (!('socketPath' in endpoint) || (err.code !== 'EACCES' && err.code !== 'EPERM')) return undefined;
-  return new FusionError('forbidden', `permission denied opening the daemon's socket ${endpoint.socketPath}: it admits only the daemon's user and the members of its --socket-group (an admin adds you with 'usermod -aG GROUP USER'; log in again after)`, {
-    cause: err,
-    details: { socket: endpoint.socketPath },
-  });
+  return new FusionError('forbidden', deniedMessage(endpoint.socketPath), { cause: err, details: { socket: endpoint.socketPath } });
 }
 
 /** The typed error of a failed connection, or the error itself. */

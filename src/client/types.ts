@@ -25,6 +25,8 @@ export interface TaskView {
   resumeCount: number;
   /** The uid that submitted it over the socket (SO_PEERCRED); null when not recorded. */
   callerUid: number | null;
+  /** The objective the task was submitted with (null when its input is unreadable). */
+  objective: string | null;
   usage: unknown;
 }
 

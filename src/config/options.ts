@@ -19,6 +19,7 @@ export const COMMANDS = [
   'research',
   'status',
   'tasks',
+  'logs',
   'result',
   'wait',
   'cancel',
@@ -71,7 +72,7 @@ const MIB = 1024 * 1024;
 /** Commands that run a daemon (the daemon itself; --wait and mcp start an embedded one with the same flags). */
 const DAEMONS: readonly Command[] = ['daemon', 'investigate', 'research', 'mcp'];
 /** Commands that talk to a daemon over its socket. */
-const CLIENTS: readonly Command[] = [...DAEMONS, 'status', 'tasks', 'result', 'wait', 'cancel'];
+const CLIENTS: readonly Command[] = [...DAEMONS, 'status', 'tasks', 'logs', 'result', 'wait', 'cancel'];
 const SUBMIT: readonly Command[] = ['investigate', 'research'];
 const MODELS: readonly Command[] = [...DAEMONS, 'models'];
 const SEAMS: readonly Command[] = [...DAEMONS, 'fetch', 'search'];
@@ -136,6 +137,8 @@ export const OPTIONS: readonly OptionDef[] = [
   // Reading tasks.
   { flag: 'state', kind: 'text', metavar: 'STATE', help: 'only tasks in this state', commands: ['tasks'] },
   { flag: 'limit', kind: 'int', metavar: 'N', default: '100', help: 'at most N tasks, newest first (1–1000)', commands: ['tasks'] },
+  { flag: 'watch', kind: 'bool', help: 'redraw the table as tasks change (every event, at least every 5 s)', commands: ['tasks'] },
+  { flag: 'follow', kind: 'bool', help: 'keep printing events until the task ends', commands: ['logs'] },
   { flag: 'delivery', kind: 'choice', choices: ['auto', 'inline', 'artifact'], default: 'auto', help: 'inline text or a stored artifact', commands: ['result'] },
   { flag: 'timeout', kind: 'int', metavar: 'SECONDS', default: '600', help: 'wait at most this long (0–600); expiring exits 124 "timed out"', commands: ['wait'] },
   // Other commands.

@@ -6,7 +6,8 @@
  * Sockets: a daemon's default is `$FUSION_HOME/fusion.sock`, or SHARED_SOCKET with
  * --socket-group (the data directory stays 0700, so a shared socket lives elsewhere). A client
  * without --socket/FUSION_SOCKET uses its own home's socket, or SHARED_SOCKET when only that one
- * exists: a local agent account finds the shared daemon with no settings.
+ * exists: a local agent account finds the shared daemon with no settings. A client given a data
+ * directory (--data, FUSION_HOME) uses that directory's socket only.
  */
 import { lstatSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -30,20 +31,31 @@ export function resolveHome(args: ParsedArgs, env: Env): string {
 /** The default socket of a daemon started with --socket-group (docs/operations.md#agent-accounts). */
 export const SHARED_SOCKET = '/run/fusion/fusion.sock';
 
-function isSocket(path: string): boolean {
+/** What is at `path`: a socket, nothing, or something this user may not look at (EACCES on a directory above it). */
+function socketAt(path: string): 'socket' | 'none' | 'denied' {
   try {
-    return lstatSync(path).isSocket();
-  } catch {
-    return false;
+    return lstatSync(path).isSocket() ? 'socket' : 'none';
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'EACCES' || code === 'EPERM' ? 'denied' : 'none';
   }
 }
 
-/** The socket a client talks to (`shared`: SHARED_SOCKET, a parameter for tests). */
+/**
+ * The socket a client talks to (`shared`: SHARED_SOCKET, a parameter for tests). An explicit
+ * data directory (--data, FUSION_HOME) means that directory's daemon or none: another data
+ * directory's shared daemon would be handed this caller's repository and URLs. Without one,
+ * the shared socket is used when the home has none and the shared one exists, or exists behind
+ * a directory this user may not enter (connecting then says which group admits it, rather than
+ * "no daemon" and an embedded daemon started as this user).
+ */
 export function resolveSocket(args: ParsedArgs, env: Env, shared: string = SHARED_SOCKET): string {
   const explicit = flag(args, 'socket') ?? env.FUSION_SOCKET;
   if (explicit) return resolve(explicit);
   const own = dataPaths(resolveHome(args, env)).defaultSocket;
-  return !isSocket(own) && isSocket(shared) ? shared : own;
+  if (flag(args, 'data') || env.FUSION_HOME) return own;
+  if (socketAt(own) === 'socket') return own;
+  return socketAt(shared) === 'none' ? own : shared;
 }
 
 /** The socket a daemon listens on (never discovered: a daemon does not take over another's path). */

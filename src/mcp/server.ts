@@ -6,7 +6,8 @@
  *
  * Each task this session submits gets its terminal event sent as a `notifications/message`, and
  * each research run it creates gets one when the run ends, so the agent waits for a notification
- * instead of polling.
+ * instead of polling. A task submitted with a `progressToken` also gets `notifications/progress`
+ * for that token (state changes, candidate tool-call counts, a heartbeat) until it ends.
  *
  * Hand-written rather than built on the SDK's server: the protocol surface used here (initialize,
  * ping, tools/list, tools/call, logging notifications) is small, it keeps the SDK a
@@ -23,6 +24,7 @@ import { RESEARCH_RUN_STATUSES } from '../contracts/research.js';
 import { MCP_TOOLS, TOOL_CONTRACTS, isToolName, type ToolName } from './tool-schemas.js';
 import type { WebTools } from './web-tools.js';
 import { boundedLines, MCP_MAX_MESSAGE_BYTES } from './line-reader.js';
+import { TaskProgress } from '../client/task-progress.js';
 
 /** Newest first; an initialize asking for another version gets the newest. */
 export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const;
@@ -49,6 +51,8 @@ export interface McpServerOptions {
   web: WebTools;
   /** Longest accepted message in bytes (default MCP_MAX_MESSAGE_BYTES; FUSION_MCP_MAX_MESSAGE_BYTES). */
   maxMessageBytes?: number;
+  /** How often a submitted task that is silent gets a heartbeat progress notification (default 15 s). */
+  progressHeartbeatMs?: number;
 }
 
 type ToolResult = Record<string, unknown>;
@@ -100,8 +104,27 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
   const submitted = new Set<string>();
   // A fast task can finish before its receipt reply is processed: keep recent terminals briefly.
   const recentTerminals = new Map<string, unknown>();
+  // Tasks submitted with a progressToken: each event (state change, candidate attempt, tool-call
+  // count) becomes a notifications/progress for that token, and a silent one a heartbeat, until
+  // it ends (the same lines as the CLI's --wait, src/client/task-progress.ts).
+  const progressOf = new Map<string, { token: string | number; progress: TaskProgress }>();
+  const sendProgress = (entry: { token: string | number; progress: TaskProgress }, message: string): void =>
+    send({ method: 'notifications/progress', params: { progressToken: entry.token, progress: entry.progress.count, message } });
+  const heartbeat = setInterval(() => {
+    for (const entry of progressOf.values()) {
+      entry.progress.count += 1;
+      sendProgress(entry, entry.progress.heartbeat(Date.now()));
+    }
+  }, options.progressHeartbeatMs ?? 15_000);
+  heartbeat.unref();
   const watch = (async () => {
     for await (const event of client.allEvents({ signal: session.signal })) {
+      const tracked = progressOf.get(event.taskId);
+      if (tracked !== undefined) {
+        const line = tracked.progress.update(event);
+        if (line !== undefined) sendProgress(tracked, line);
+        if (event.kind === 'terminal') progressOf.delete(event.taskId);
+      }
       if (event.kind !== 'terminal') continue;
       if (submitted.has(event.taskId)) {
         announce(event.data);
@@ -135,13 +158,14 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     return (await client.answer(id, sha256)).toString('utf8');
   };
 
-  const callTool = async (name: ToolName, raw: unknown, signal: AbortSignal): Promise<ToolResult> => {
+  const callTool = async (name: ToolName, raw: unknown, signal: AbortSignal, progressToken?: string | number): Promise<ToolResult> => {
     switch (name) {
       case 'fusion_investigate':
       case 'fusion_research': {
         // The daemon validates the arguments (the contract's exact messages).
         const receipt = await client.submit(name === 'fusion_investigate' ? 'investigate' : 'research', raw, { repo });
         submitted.add(receipt.taskId);
+        if (progressToken !== undefined && recentTerminals.get(receipt.taskId) === undefined) progressOf.set(receipt.taskId, { token: progressToken, progress: new TaskProgress(receipt.taskId, receipt.createdAt) });
         const early = recentTerminals.get(receipt.taskId);
         if (early !== undefined) setImmediate(() => announce(early));
         return textResult(receipt.text, receipt);
@@ -218,7 +242,8 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
         const abort = new AbortController();
         if (req.id !== undefined && req.id !== null) inflight.set(req.id, abort);
         try {
-          return reply(await callTool(name, req.params?.arguments, abort.signal));
+          const token = (req.params?._meta as { progressToken?: unknown } | undefined)?.progressToken;
+          return reply(await callTool(name, req.params?.arguments, abort.signal, typeof token === 'string' || typeof token === 'number' ? token : undefined));
         } catch (err) {
           // Tool failures are results the agent can read, with the error code and exact message.
           const fe = toFusionError(err);
@@ -274,6 +299,7 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     pending.add(handled);
   }
   await Promise.allSettled(pending);
+  clearInterval(heartbeat);
   session.abort();
   for (const abort of inflight.values()) abort.abort();
   await Promise.allSettled(runWatches);

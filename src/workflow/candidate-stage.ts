@@ -17,6 +17,7 @@ import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation }
 import { packAttempt } from '../audit/tarball.js';
 import { beginAttemptReplay, type AttemptReplay } from './replay-attempt.js';
 import { settleAttempt } from './settle-attempt.js';
+import { activityReporter } from './activity-progress.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
 import { collectOutputs, createStaging, writeRequestFile } from '../launcher/attempt-dirs.js';
@@ -148,6 +149,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   const log = run.log.child({ stage, attempt: rec.attempt });
   let handle: Awaited<ReturnType<Awaited<ReturnType<WorkflowDeps['launcherFor']>>['launch']>> | undefined;
   const provider = run.roster.candidate(slot);
+  // Counts read from the broker below: its first activity comes after the sandbox starts.
+  const reportActivity = activityReporter((data) => run.control.progress(data), () => ({ toolCalls: broker.requestedCalls.length, modelRequests: broker.usage.requests }), { stage, attempt: rec.attempt });
   const broker = await startBroker({
     socketPath: staging.socketPath,
     provider,
@@ -156,7 +159,10 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     maxModelRequests: CHILD_LIMITS.maxModelRequests,
     declaredUrls,
     ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run, pages) } : {}),
-    onActivity: () => handle?.markActivity(),
+    onActivity: () => {
+      handle?.markActivity();
+      reportActivity();
+    },
     log,
   });
   let outcome: 'succeeded' | 'failed' = 'failed';
@@ -237,7 +243,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     outcome = settled.status;
     // Counted in the result's list only once its success (and checkpoint) committed.
     if (outcome === 'succeeded' && tarball) run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
-    await run.control.progress({ stage, attempt: rec.attempt, event: outcome }).catch(() => undefined);
+    await run.control.progress({ stage, attempt: rec.attempt, event: outcome, toolCalls: broker.requestedCalls.length }).catch(() => undefined);
     log.info({ outcome }, 'candidate attempt settled');
     // Evidence that could not be stored fails the attempt (it replaces a success being returned).
     if (settled.error !== undefined) throw settled.error; // eslint-disable-line no-unsafe-finally

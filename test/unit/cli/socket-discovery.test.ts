@@ -1,7 +1,8 @@
 /**
- * Which socket a client and a daemon use (src/cli/config.ts): a client with no --socket or
+ * Which socket a client and a daemon use (src/config/settings.ts): a client with no --socket or
  * FUSION_SOCKET uses its own home's socket, or the shared one of a --socket-group daemon when
- * only that exists (an agent account needs no settings); a daemon never discovers another's.
+ * only that exists (an agent account needs no settings) and no data directory was named; a
+ * daemon never discovers another's.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -28,9 +29,10 @@ describe('socket discovery', () => {
   it('a client uses its own socket when it exists, else the shared one when that exists, else its own', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fusion-sockdisc-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const home = join(dir, 'home');
+    // The default home (no FUSION_HOME, no --data): $XDG_STATE_HOME/fusion.
+    const home = join(dir, 'fusion');
     const shared = join(dir, 'shared.sock');
-    const env = { FUSION_HOME: home };
+    const env = { XDG_STATE_HOME: dir };
     expect(resolveSocket(NO_ARGS, env, shared)).toBe(join(home, 'fusion.sock'));
     await listening(shared);
     expect(resolveSocket(NO_ARGS, env, shared)).toBe(shared);
@@ -40,6 +42,19 @@ describe('socket discovery', () => {
     // Explicit settings always win.
     expect(resolveSocket(NO_ARGS, { ...env, FUSION_SOCKET: '/x/y.sock' }, shared)).toBe('/x/y.sock');
     expect(resolveSocket(args(['--socket', '/a/b.sock']), env, shared)).toBe('/a/b.sock');
+  });
+
+  it('an explicit data directory (FUSION_HOME or --data) means its own daemon or none, never the shared one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fusion-sockdisc-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const shared = join(dir, 'shared.sock');
+    await listening(shared);
+    const other = join(dir, 'other-home');
+    // No socket in the explicit home: still that home's path (connecting then says no daemon answers there).
+    expect(resolveSocket(NO_ARGS, { FUSION_HOME: other }, shared)).toBe(join(other, 'fusion.sock'));
+    expect(resolveSocket(parseArgs(['--data', other], { data: { value: true } }), { XDG_STATE_HOME: dir }, shared)).toBe(join(other, 'fusion.sock'));
+    // Without one, the shared daemon is still found (a local agent account needs no settings).
+    expect(resolveSocket(NO_ARGS, { XDG_STATE_HOME: dir }, shared)).toBe(shared);
   });
 
   it('a daemon listens on its home socket, or on the shared path with --socket-group', () => {

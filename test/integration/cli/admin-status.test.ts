@@ -1,0 +1,35 @@
+/**
+ * `make status` (scripts/admin.mjs status) is a short summary a person reads (daemon line, one
+ * line per health part, the newest tasks as a table); `make status-json` is the full reply.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from '../daemon/helpers.js';
+
+describe('make status', () => {
+  let d: DaemonProc;
+  beforeAll(async () => {
+    d = await startStubDaemon(tempHome(), 10);
+  });
+  afterAll(async () => {
+    if (d) await stopDaemon(d);
+  });
+  const admin = (...args: string[]): { code: number | null; stdout: string } => {
+    const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'admin.mjs'), ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, FUSION_SOCKET: d.socket } });
+    return { code: r.status, stdout: r.stdout };
+  };
+
+  it('is a short human summary; --json is the full dump', () => {
+    const r = admin('status');
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^daemon ok: version \S+, up \d+s, socket /u);
+    expect(r.stdout).toMatch(/^ {2}database: ok true/mu);
+    expect(r.stdout).not.toContain('{');
+    expect(lines.length).toBeLessThan(20);
+    const json = JSON.parse(admin('status', '--json').stdout) as { health: { ok: boolean }; tasks: unknown[] };
+    expect(json.health.ok).toBe(true);
+    expect(Array.isArray(json.tasks)).toBe(true);
+  });
+});
