@@ -190,6 +190,10 @@ function prepareHome(home: string, log: Logger): void {
  * than trust every member alike. Without one, only the daemon's uid (and root) can connect, so
  * a caller the addon cannot read is the daemon's own uid.
  */
+function withEgressSeams(config: Pick<DaemonConfig, 'egressResolve' | 'egressAllowCidrs'>, health: () => Promise<Record<string, unknown>>): () => Promise<Record<string, unknown>> {
+  return async () => ({ ...(await health()), egress: { resolve: config.egressResolve, allowCidrs: config.egressAllowCidrs } });
+}
+
 function socketAccess(config: DaemonConfig, log: Logger, addonPath?: string): SocketListenOptions {
   const reader = loadPeerCredReader(addonPath);
   const uid = process.getuid?.() ?? 0;
@@ -553,14 +557,15 @@ async function startOwned(config: DaemonConfig, overrides: DaemonOverrides, log:
         return { ok: false, reason: (err as Error).message };
       }
     },
-    health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
+    // The owner's full health names the admin egress seams: `fusion mcp` compares its own with them (research_run).
+    health: withEgressSeams(config, withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
       database: () => opened.databaseFacts(),
       providers: () => rosterSource.describe(),
       // Cluster mode: this daemon's runs (the waiting tasks are in the shared queue, not here).
       queue: () => (cluster !== undefined ? { queued: 0, running: cluster.queue.running } : { queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),
       sandboxBackend: async () => (await launcherFor('auto').catch(() => undefined))?.name,
-    })),
+    }))),
     metrics: createMetricsEndpoint(store),
     runMaintenance: (job) => {
       if (!['retention', 'reaper', 'stale-sweep', 'backup'].includes(job)) {

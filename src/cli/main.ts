@@ -253,7 +253,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'research':
       return submit(command, parseArgs(rest, SUBMIT_FLAGS), env, io);
     case 'mcp':
-      return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true } }), env);
+      return runMcp(parseArgs(rest, { ...DAEMON_FLAGS, repo: { value: true }, root: { value: true, repeat: true } }), env);
     case 'fetch': {
       const args = parseArgs(rest, FETCH_FLAGS);
       const fetchArgs = fetchArgsFrom(args);
