@@ -109,7 +109,7 @@ The arguments, sources included, are validated before any daemon is contacted (e
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
   search: `Usage:\n${SEARCH_USAGE}\nProvider settings (environment): FUSION_SEARCH_PROVIDER searxng|brave, FUSION_SEARCH_URL (base URL;\nbrave defaults to https://api.search.brave.com), FUSION_SEARCH_ALLOW_HOSTS (hosts search may reach; the URL's\nhost must be listed; brave defaults to api.search.brave.com), FUSION_SEARCH_API_KEY (brave; never logged).\nResults are untrusted and nothing is fetched. Exit 0 ok, 2 usage/configuration, 3 refused by policy, 4 other failure.\n`,
-  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run (key from FUSION_RESEARCH_API_KEY), web_read, web_crawl and web_search (through the egress guard, with these seams;\nweb_search asks the provider of FUSION_SEARCH_PROVIDER/_URL/_ALLOW_HOSTS/_API_KEY).\nUses the running daemon or starts an embedded one.\n',
+  mcp: 'Usage: fusion mcp [--repo DIR] [--root DIR]… [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run, research_get, research_snapshots, research_list (key from FUSION_RESEARCH_API_KEY), web_read, web_crawl and web_search (through the egress guard, with these seams;\nweb_search asks the provider of FUSION_SEARCH_PROVIDER/_URL/_ALLOW_HOSTS/_API_KEY).\nUses the running daemon or starts an embedded one.\n',
   keys: `Usage:
 ${KEYS_USAGE}  fusion keys signing-init|signing-public [--data DIR]
 
