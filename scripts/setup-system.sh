@@ -14,6 +14,8 @@ command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 # PostgreSQL server binaries: the store conformance suite and the cluster tests start their own
 # throwaway servers (initdb into a temp dir, random loopback port); the system service is unused.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+# systemd-analyze: the docs test verifies the shipped unit (examples/systemd/fusion.service).
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

@@ -1,6 +1,7 @@
 /**
  * /api/v1/research: the research-run routes (on the Unix socket and on the opt-in TCP listener).
  *
+ *   GET  /api/v1/research?limit=&cursor=  → {runs, limit, nextCursor} (the workspace's runs, newest first)
  *   POST /api/v1/research                 {query, sourceUrls, limits?} + Idempotency-Key
  *        → 202 {run, deduplicated:false, dispatch} | 200 {run, deduplicated:true, dispatch:{dispatched:false}}
  *   GET  /api/v1/research/:id             → {run}
@@ -85,6 +86,25 @@ function idempotencyKey(req: IncomingMessage): string {
   return value;
 }
 
+/** Runs listed per page: default and most. */
+export const RESEARCH_LIST_DEFAULT_LIMIT = 20;
+export const RESEARCH_LIST_MAX_LIMIT = 100;
+
+function listQuery(req: IncomingMessage): { limit: number; cursor?: string } {
+  const query = new URL(req.url ?? '/', 'http://fusion.invalid').searchParams;
+  const rawLimit = query.get('limit');
+  let limit = RESEARCH_LIST_DEFAULT_LIMIT;
+  if (rawLimit !== null) {
+    limit = /^\d{1,4}$/u.test(rawLimit) ? Number(rawLimit) : NaN;
+    if (!(limit >= 1 && limit <= RESEARCH_LIST_MAX_LIMIT)) {
+      throw new FusionError('invalid_input', `limit must be an integer from 1 to ${String(RESEARCH_LIST_MAX_LIMIT)} (got ${rawLimit.slice(0, 40)})`, { details: { field: 'limit' } });
+    }
+  }
+  const cursor = query.get('cursor');
+  if (cursor === '') throw new FusionError('invalid_input', 'cursor must be the nextCursor of the previous page (omit it for the first page)', { details: { field: 'cursor' } });
+  return cursor === null ? { limit } : { limit, cursor };
+}
+
 /**
  * Authenticates the request; with a throttle (the TCP listener), an address over its failure
  * limit is refused before its key is looked at, each attempt counts against the address while
@@ -114,8 +134,13 @@ export async function routeResearch(ctx: ResearchApiContext | undefined, req: In
   };
   const principal = await principalOf(ctx, req, throttle);
   const { service } = ctx;
+  if (parts.length === 3 && method === 'GET') {
+    const { limit, cursor } = listQuery(req);
+    const page = await service.list(principal, limit, cursor);
+    return sendJson(res, 200, { runs: page.runs.map(runView), limit, nextCursor: page.nextCursor });
+  }
   if (parts.length === 3) {
-    allow('POST');
+    if (method !== 'POST') throw new FusionError('method_not_allowed', `${method} is not allowed on ${pathname}; use GET (list) or POST (create)`);
     const key = idempotencyKey(req);
     const body = parseWith(ResearchCreateBodySchema, await readJsonBody(req), 'research create body');
     const outcome = await service.create(principal, key, normalisePayload(body));

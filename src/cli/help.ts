@@ -104,7 +104,7 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR]            MCP server on stdio (task, research-run and web tools; see README)
+${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR] [--root DIR…] MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
                                      the task's sealed tarball, from the database (cluster mode: the shared one)
@@ -160,7 +160,7 @@ The arguments, sources included, are validated before any daemon is contacted (e
   sandbox: SANDBOX_HELP,
   fetch: `Usage:\n${FETCH_USAGE}`,
   search: `Usage:\n${SEARCH_USAGE}\nProvider settings (environment): FUSION_SEARCH_PROVIDER searxng|brave, FUSION_SEARCH_URL (base URL;\nbrave defaults to https://api.search.brave.com), FUSION_SEARCH_ALLOW_HOSTS (hosts search may reach; the URL's\nhost must be listed; brave defaults to api.search.brave.com), FUSION_SEARCH_API_KEY (brave; never logged).\nResults are untrusted and nothing is fetched. Exit 0 ok, 2 usage/configuration, 3 refused by policy, 4 other failure.\n`,
-  mcp: 'Usage: fusion mcp [--repo DIR] [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run (key from FUSION_RESEARCH_API_KEY), web_read, web_crawl and web_search (through the egress guard, with these seams;\nweb_search asks the provider of FUSION_SEARCH_PROVIDER/_URL/_ALLOW_HOSTS/_API_KEY).\nUses the running daemon or starts an embedded one.\n',
+  mcp: 'Usage: fusion mcp [--repo DIR] [--root DIR]… [--socket PATH] [--data DIR] [--resolve HOST:IP]… [--allow-cidr CIDR]…\n\nA Model Context Protocol server on stdio: fusion_investigate, fusion_research, bg_result, bg_status, bg_cancel,\nresearch_run, research_get, research_snapshots, research_list (key from FUSION_RESEARCH_API_KEY), web_read, web_crawl and web_search (through the egress guard, with these seams;\nweb_search asks the provider of FUSION_SEARCH_PROVIDER/_URL/_ALLOW_HOSTS/_API_KEY).\nUses the running daemon or starts an embedded one.\n',
   keys: `Usage:
 ${KEYS_USAGE}  fusion keys signing-init|signing-public [--data DIR]
 

@@ -18,7 +18,7 @@ import { processEnv, resolveHome, resolveSocket, type Env } from '../config/sett
 import { bytesRequest, describeEndpoint, envelopeError, errorReply, ndjson, rawRequest, DEFAULT_REQUEST_TIMEOUT_MS, type ApiReply, type Endpoint } from './transport.js';
 import { startEmbeddedDaemon, type EmbeddedDaemon } from './embedded.js';
 import type {
-  BgResult, DeliveryMode, HealthReply, InvestigateToolInput, Receipt, ResearchCreateBody, ResearchCreateReply, ResearchDocumentView,
+  BgResult, DeliveryMode, HealthReply, InvestigateToolInput, Receipt, ResearchCreateBody, ResearchCreateReply, ResearchDocumentView, ResearchRunList,
   ResearchRunView, ResearchSnapshotView, ResearchToolInput, SubmitOptions, TaskEvent, TaskView, WaitReply,
 } from './types.js';
 
@@ -247,6 +247,15 @@ export class FusionClient {
   /** Creates a durable research run (or returns the one this idempotency key already made). */
   async createRun(body: ResearchCreateBody, options: ResearchCallOptions & { idempotencyKey: string }): Promise<ResearchCreateReply> {
     return this.researchCall('POST', '/api/v1/research', options, { body, idempotencyKey: options.idempotencyKey }) as Promise<ResearchCreateReply>;
+  }
+
+  /** The workspace's runs, newest first; pass `nextCursor` back as `cursor` for the next page (null: last page). */
+  async listRuns(options: ResearchCallOptions & { limit?: number; cursor?: string } = {}): Promise<ResearchRunList> {
+    const query = new URLSearchParams();
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    if (options.cursor !== undefined) query.set('cursor', options.cursor);
+    const qs = query.toString();
+    return this.researchCall('GET', `/api/v1/research${qs === '' ? '' : `?${qs}`}`, options) as Promise<ResearchRunList>;
   }
 
   async getRun(runId: string, options: ResearchCallOptions = {}): Promise<ResearchRunView> {

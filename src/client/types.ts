@@ -49,6 +49,14 @@ export interface ResearchCreateReply {
   dispatch: ResearchDispatch;
 }
 
+/** One page of `GET /api/v1/research`: the workspace's runs, newest first. */
+export interface ResearchRunList {
+  runs: ResearchRunView[];
+  limit: number;
+  /** The `cursor` of the next page; null on the last one. */
+  nextCursor: string | null;
+}
+
 export interface HealthReply {
   ok: boolean;
   version: string;

@@ -130,6 +130,7 @@ export const OPTIONS: readonly OptionDef[] = [
   { flag: 'purpose', kind: 'list', metavar: 'TEXT', help: 'the purpose of the --source just before it', commands: SUBMIT },
   { flag: 'input', kind: 'text', metavar: 'FILE|-', help: 'the tool arguments as JSON (instead of the flags above)', commands: SUBMIT },
   { flag: 'repo', kind: 'text', metavar: 'DIR', default: 'the current directory', help: 'the repository the job reads', commands: [...SUBMIT, 'mcp', 'sandbox', 'audit'] },
+  { flag: 'root', kind: 'list', metavar: 'DIR', help: 'a repository root the MCP server offers (repeatable); a task tool\'s `repo` must lie inside one', commands: ['mcp'] },
   { flag: 'wait', kind: 'bool', help: 'follow the task and print the verified answer (starts an embedded daemon when none answers)', commands: SUBMIT },
   { flag: 'from-search', kind: 'text', metavar: 'QUERY', help: 'research: list one web search\'s results as sources (submitted only with --yes)', commands: SUBMIT },
   { flag: 'search-count', kind: 'int', metavar: 'N', default: '10', help: 'results --from-search asks for (1–20)', commands: SUBMIT },

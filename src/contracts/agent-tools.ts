@@ -73,6 +73,38 @@ export const ResearchRunInputSchema = z
   })
   .strict();
 
+const runId = z.string().regex(/\S/u, 'must not be blank').describe('The research run id (run.id in the research_run reply).');
+
+/** research_get: a run's status and, once it succeeded, its Markdown document. */
+export const ResearchGetInputSchema = z
+  .object({
+    runId,
+    document: z.boolean().optional().describe('Include the document of a succeeded run (default true); false for the status only.'),
+  })
+  .strict();
+
+/** research_snapshots: the pages a run stored; their text only when asked for. */
+export const ResearchSnapshotsInputSchema = z
+  .object({
+    runId,
+    content: z.boolean().optional().describe('Include each page text (default false: URL, status, type, bytes and digest only).'),
+  })
+  .strict();
+
+/** research_list: the workspace's runs, newest first, one page at a time. */
+export const ResearchListInputSchema = z
+  .object({
+    limit: z.number().int().min(1).max(100).optional().describe('Runs per page, 1–100 (default 20).'),
+    cursor: z.string().regex(/\S/u, 'must not be blank').optional().describe('The nextCursor of the previous page; omit for the newest runs.'),
+  })
+  .strict();
+
+/** The optional repository of a task tool: an absolute path inside a root `fusion mcp` was started with. */
+export const McpRepoArgument = z
+  .string()
+  .regex(/^\//u, 'must be an absolute path')
+  .describe('Optional: the repository to work on, an absolute path inside one of the roots this server was started with (fusion mcp --root DIR…). Default: the server\'s --repo.');
+
 export const WebReadInputSchema = z
   .object({
     url: createShape.sourceUrls.element.describe('One public http(s) URL, read through the egress guard with the research profile (no credentials in URLs).'),
@@ -98,6 +130,9 @@ export const WebSearchInputSchema = z
 export type InvestigateToolInput = z.infer<typeof InvestigateToolInputSchema>;
 export type ResearchToolInput = z.infer<typeof ResearchToolInputSchema>;
 export type ResearchRunInput = z.infer<typeof ResearchRunInputSchema>;
+export type ResearchGetInput = z.infer<typeof ResearchGetInputSchema>;
+export type ResearchSnapshotsInput = z.infer<typeof ResearchSnapshotsInputSchema>;
+export type ResearchListInput = z.infer<typeof ResearchListInputSchema>;
 export type WebReadInput = z.infer<typeof WebReadInputSchema>;
 export type WebCrawlInput = z.infer<typeof WebCrawlInputSchema>;
 export type WebSearchInput = z.infer<typeof WebSearchInputSchema>;

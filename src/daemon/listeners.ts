@@ -27,6 +27,11 @@ import type { Sandboxes } from './sandboxes.js';
 import type { Cluster } from './cluster.js';
 import type { ResearchSide } from './research.js';
 
+
+function withEgressSeams(config: Pick<DaemonConfig, 'egressResolve' | 'egressAllowCidrs'>, health: () => Promise<Record<string, unknown>>): () => Promise<Record<string, unknown>> {
+  return async () => ({ ...(await health()), egress: { resolve: config.egressResolve, allowCidrs: config.egressAllowCidrs } });
+}
+
 export interface ApiInputs {
   config: DaemonConfig;
   overrides: Pick<DaemonOverrides, 'tcpAuthThrottle'>;
@@ -62,14 +67,15 @@ export function apiContextOf(inputs: ApiInputs): ApiContext {
         return { ok: false, reason: (err as Error).message };
       }
     },
-    health: withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
+    // The owner's full health names the admin egress seams: `fusion mcp` compares its own with them (research_run).
+    health: withEgressSeams(config, withStorageFacts(config.home, config.storageReserveBytes, readOnly, createHealthFacts({
       database: inputs.databaseFacts,
       providers: inputs.describeModels,
       // Cluster mode: this daemon's runs (the waiting tasks are in the shared queue, not here).
       queue: () => (cluster !== undefined ? { queued: 0, running: cluster.queue.running } : { queued: dispatcher.queued, running: dispatcher.running }),
       image: (backend) => (backend === 'docker' ? childImage() : null),
       sandboxBackend: async () => (await sandboxes.launcherFor('auto').catch(() => undefined))?.name,
-    })),
+    }))),
     metrics: createMetricsEndpoint(store),
     runMaintenance: (job) => {
       if (!MAINTENANCE_JOBS.includes(job)) {

@@ -5,9 +5,15 @@
  * egress guard in this process (web-tools.ts).
  *
  * Each task this session submits gets its terminal event sent as a `notifications/message`, and
- * each research run it creates gets one when the run ends, so the agent waits for a notification
- * instead of polling. A task submitted with a `progressToken` also gets `notifications/progress`
- * for that token (state changes, candidate tool-call counts, a heartbeat) until it ends.
+ * each research run it creates that has not ended yet gets one when it ends, so the agent waits
+ * for a notification instead of polling. research_get, research_snapshots and research_list read
+ * runs back with the same workspace key. A task submitted with a `progressToken` also gets
+ * `notifications/progress` for that token (state changes, candidate tool-call counts, a
+ * heartbeat) until it ends.
+ *
+ * One server can serve several repositories: a task tool's optional `repo` must resolve (symlinks
+ * followed) inside a root the server was started with, so an agent cannot point the daemon at a
+ * directory the person who configured the server did not offer.
  *
  * Hand-written rather than built on the SDK's server: the protocol surface used here (initialize,
  * ping, tools/list, tools/call, logging notifications) is small, it keeps the SDK a
@@ -20,6 +26,11 @@ import type { FusionClient } from '../client/index.js';
 import type { BgResult, ResearchRunView, TaskView } from '../client/types.js';
 import { parseWith } from '../api/http-util.js';
 import { readableHere } from '../common/readable.js';
+import { realpathSync } from 'node:fs';
+import { isAbsolute, relative, resolve as resolvePath } from 'node:path';
+import { UNTRUSTED_CAUTION } from '../contracts/research-limits.js';
+import type { ResearchGetInput, ResearchListInput, ResearchSnapshotsInput } from '../contracts/agent-tools.js';
+import { codeSpan, fenced, urlLink } from '../research/crawl/research-document.js';
 import { RESEARCH_RUN_STATUSES } from '../contracts/research.js';
 import { MCP_TOOLS, TOOL_CONTRACTS, isToolName, type ToolName } from './tool-schemas.js';
 import type { WebTools } from './web-tools.js';
@@ -42,7 +53,15 @@ interface RpcRequest {
 
 export interface McpServerOptions {
   client: FusionClient;
+  /** The repository of a task tool called without `repo`. */
   repo: string;
+  /** Directories (real paths) a task tool's `repo` may lie in; the default repo is always allowed. */
+  roots?: readonly string[];
+  /**
+   * The egress seams `fusion mcp` was started with (--resolve/--allow-cidr). research_run checks
+   * that the daemon crawling the run has them too, rather than quietly crawling without them.
+   */
+  egressSeams?: { resolve: readonly string[]; allowCidrs: readonly string[] };
   version: string;
   input: Readable;
   output: Writable;
@@ -70,6 +89,27 @@ function runLine(run: ResearchRunView): string {
   const err = run.error ? ` — ${run.error}` : '';
   const doc = run.resultDocumentId ? ` Document ${run.resultDocumentId}.` : '';
   return `Research run ${run.id} is ${run.status}${err}.${doc}`;
+}
+
+/** Seams `fusion mcp` has that the daemon's health does not list (all of them when the daemon does not say). */
+function seamsMissing(seams: { resolve: readonly string[]; allowCidrs: readonly string[] }, health: Record<string, unknown>): string[] {
+  const egress = health.egress as { resolve?: unknown; allowCidrs?: unknown } | undefined;
+  const has = (list: unknown, item: string): boolean => Array.isArray(list) && list.some((x) => typeof x === 'string' && x.trim() === item.trim());
+  return [
+    ...seams.resolve.filter((r) => !has(egress?.resolve, r)).map((r) => `--resolve ${r}`),
+    ...seams.allowCidrs.filter((c) => !has(egress?.allowCidrs, c)).map((c) => `--allow-cidr ${c}`),
+  ];
+}
+
+/** Snapshots as Markdown: the caution, one line of provenance each, and the text (fenced) when asked for. */
+function snapshotsMarkdown(runId: string, snapshots: ReadonlyArray<{ canonicalUrl: string; httpStatus: number | null; contentType: string | null; bytes: number | null; sha256: string | null; content?: string | null }>, withContent: boolean): string {
+  const parts = [UNTRUSTED_CAUTION, `# Snapshots of research run ${codeSpan(runId)} (${String(snapshots.length)})`];
+  if (snapshots.length === 0) parts.push('_The run stored no page._');
+  for (const s of snapshots) {
+    parts.push(`- ${urlLink(s.canonicalUrl)}: HTTP ${String(s.httpStatus ?? 'none')}, ${codeSpan(s.contentType ?? 'unknown type')}, ${String(s.bytes ?? 'unknown')} bytes, sha256 ${codeSpan(s.sha256 ?? 'none')}`);
+    if (withContent) parts.push(s.content === null || s.content === undefined ? '_No text was kept for this page._' : fenced(s.content.startsWith(`${UNTRUSTED_CAUTION}\n\n`) ? s.content.slice(UNTRUSTED_CAUTION.length + 2) : s.content));
+  }
+  return `${parts.join('\n\n')}\n`;
 }
 
 const TERMINAL_RUN: ReadonlySet<string> = new Set(RESEARCH_RUN_STATUSES.filter((s) => s !== 'queued' && s !== 'running'));
@@ -150,6 +190,55 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     runWatches.push(new Promise<void>((resolve) => setImmediate(() => void follow().catch(() => undefined).finally(resolve))));
   };
 
+  const roots = [...(options.roots ?? [])];
+  /** The repository a task tool names (within the roots), and its arguments without `repo` for the daemon's contract. */
+  const taskRepo = (name: ToolName, raw: unknown): { repo: string; rest: unknown } => {
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw) || !Object.hasOwn(raw, 'repo')) return { repo, rest: raw };
+    const { repo: asked, ...rest } = raw as Record<string, unknown>;
+    if (typeof asked !== 'string' || !isAbsolute(asked)) {
+      throw new FusionError('invalid_input', `${name}.repo must be an absolute path to a repository inside the server's roots`, { details: { tool: name, field: 'repo' } });
+    }
+    let real: string;
+    try {
+      real = realpathSync(asked);
+    } catch (err) {
+      throw new FusionError('invalid_input', `${name}.repo ${asked.slice(0, 300)} is not a readable directory (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { details: { tool: name, field: 'repo' } });
+    }
+    const inside = (root: string): boolean => {
+      const rel = relative(root, real);
+      return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+    };
+    if (real !== resolvePath(repo) && !roots.some(inside)) {
+      const offered = roots.length > 0 ? `the roots ${roots.join(', ')}` : `only its repository ${repo}`;
+      throw new FusionError('invalid_input', `${name}.repo ${asked.slice(0, 300)} is outside what this MCP server was started with (${offered}); start fusion mcp with --root for that directory`, {
+        details: { tool: name, field: 'repo', roots: roots.length > 0 ? roots : [repo] },
+      });
+    }
+    return { repo: real, rest };
+  };
+
+  const researchKey = (): string => {
+    if (!options.researchApiKey) {
+      throw new FusionError('unauthorized', 'the research tools need a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set (create one with fusion keys create --workspace ID --kind workspace)');
+    }
+    return options.researchApiKey;
+  };
+
+  /** research_run's crawl happens in the daemon: this server's seams must be the daemon's too, or the run is refused up front. */
+  const checkRunSeams = async (): Promise<void> => {
+    const seams = options.egressSeams;
+    if (seams === undefined || (seams.resolve.length === 0 && seams.allowCidrs.length === 0)) return;
+    // A daemon this session started was given the same seams.
+    if ((await client.connect()).embedded) return;
+    const missing = seamsMissing(seams, (await client.health()) as unknown as Record<string, unknown>);
+    if (missing.length === 0) return;
+    throw new FusionError(
+      'invalid_config',
+      `research_run: fusion mcp was started with ${missing.join(', ')}, but research runs are crawled by the daemon at ${client.describe()}, which ${((await client.health()) as unknown as Record<string, unknown>).egress === undefined ? 'does not show its egress settings to this user' : 'does not have them'}: start that daemon with the same flags, or run fusion mcp with no daemon running (it then starts its own with them). web_read, web_crawl and web_search use fusion mcp's seams.`,
+      { details: { missing } },
+    );
+  };
+
   const args = <T>(name: ToolName, raw: unknown): T => parseWith(TOOL_CONTRACTS[name] as unknown as z.ZodType<T>, raw ?? {}, `${name} arguments`);
 
   /** An artifact this process cannot open (a socket-group member; another host's copy) comes over the socket. */
@@ -162,8 +251,9 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     switch (name) {
       case 'fusion_investigate':
       case 'fusion_research': {
-        // The daemon validates the arguments (the contract's exact messages).
-        const receipt = await client.submit(name === 'fusion_investigate' ? 'investigate' : 'research', raw, { repo });
+        // The daemon validates the arguments (the contract's exact messages); `repo` is this server's.
+        const target = taskRepo(name, raw);
+        const receipt = await client.submit(name === 'fusion_investigate' ? 'investigate' : 'research', target.rest, { repo: target.repo });
         submitted.add(receipt.taskId);
         if (progressToken !== undefined && recentTerminals.get(receipt.taskId) === undefined) progressOf.set(receipt.taskId, { token: progressToken, progress: new TaskProgress(receipt.taskId, receipt.createdAt) });
         const early = recentTerminals.get(receipt.taskId);
@@ -195,14 +285,41 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       }
       case 'research_run': {
         const a = args<z.infer<(typeof TOOL_CONTRACTS)['research_run']>>(name, raw);
-        if (!options.researchApiKey) {
-          throw new FusionError('unauthorized', 'research_run needs a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set (create one with fusion keys create --workspace ID --kind workspace)');
-        }
+        const apiKey = researchKey();
+        await checkRunSeams();
         const body = { query: a.query, sourceUrls: a.sourceUrls, ...(a.limits ? { limits: a.limits } : {}) };
-        const created = await client.createRun(body, { idempotencyKey: a.idempotencyKey, apiKey: options.researchApiKey });
-        watchRun(created.run);
+        const created = await client.createRun(body, { idempotencyKey: a.idempotencyKey, apiKey });
         const lead = created.deduplicated ? 'This idempotency key already made run' : 'Created research run';
+        if (TERMINAL_RUN.has(created.run.status)) {
+          // Direct dispatch ends the run inside the create: say how it ended; no notification follows.
+          const next = created.run.status === 'succeeded' ? ' Read its document with research_get and its pages with research_snapshots.' : '';
+          return textResult(`${lead} ${created.run.id}; it has already ended. ${runLine(created.run)}${next}`, created);
+        }
+        watchRun(created.run);
         return textResult(`${lead} ${created.run.id} (${created.run.status}). A notification follows when it ends.`, created);
+      }
+      case 'research_get': {
+        const a = args<ResearchGetInput>(name, raw);
+        const apiKey = researchKey();
+        const run = await client.getRun(a.runId.trim(), { apiKey });
+        const document = a.document !== false && run.status === 'succeeded' ? await client.document(run.id, { apiKey }) : null;
+        const skipped = (run.crawl?.skipped ?? []) as Array<{ url: string; reason: string }>;
+        const why = document === null && skipped.length > 0 ? `\n\nNot read (${String(skipped.length)}):\n${skipped.map((s) => `- ${codeSpan(s.url)}: ${codeSpan(s.reason)}`).join('\n')}` : '';
+        return textResult(document === null ? `${runLine(run)}${why}` : `${runLine(run)}\n\n${document.content}`, { run, document });
+      }
+      case 'research_snapshots': {
+        const a = args<ResearchSnapshotsInput>(name, raw);
+        const id = a.runId.trim();
+        const snapshots = await client.snapshots(id, { apiKey: researchKey() });
+        const shown = a.content === true ? snapshots : snapshots.map(({ content: _content, ...meta }) => meta);
+        return textResult(snapshotsMarkdown(id, shown, a.content === true), { runId: id, snapshots: shown });
+      }
+      case 'research_list': {
+        const a = args<ResearchListInput>(name, raw);
+        const page = await client.listRuns({ apiKey: researchKey(), ...(a.limit === undefined ? {} : { limit: a.limit }), ...(a.cursor === undefined ? {} : { cursor: a.cursor }) });
+        const lines = page.runs.map((r) => `- ${runLine(r)}`);
+        const more = page.nextCursor === null ? '' : `\n\nMore runs: call research_list with cursor ${JSON.stringify(page.nextCursor)}.`;
+        return textResult(`${page.runs.length === 0 ? 'No research runs in this workspace.' : lines.join('\n')}${more}`, page);
       }
       case 'web_read': {
         const page = await web.read(args<{ url: string }>(name, raw).url, signal);

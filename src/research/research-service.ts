@@ -63,6 +63,26 @@ export class ResearchService {
     return { run: dispatched.run ?? (await this.store.getRun(id)) ?? run, deduplicated: false, dispatch: dispatched.dispatch };
   }
 
+  /**
+   * The caller's workspace's runs, newest first, `limit` at a time. `cursor` is the id of the
+   * last run of the previous page (its `nextCursor`); a cursor that names no run of this
+   * workspace is invalid input, never another workspace's position.
+   */
+  async list(principal: Principal, limit: number, cursor?: string): Promise<{ runs: ResearchRunRecord[]; nextCursor: string | null }> {
+    let after: { createdAt: string; id: string } | undefined;
+    if (cursor !== undefined) {
+      const at = await this.store.getRun(cursor);
+      if (at === null || at.workspaceId !== principal.workspaceId) {
+        throw new FusionError('invalid_input', `cursor ${cursor.slice(0, 100)} names no research run of this workspace: pass the nextCursor of the previous page, or no cursor for the first page`, { details: { field: 'cursor' } });
+      }
+      after = { createdAt: at.createdAt, id: at.id };
+    }
+    // One more than asked tells whether another page follows.
+    const runs = await this.store.listRuns(principal.workspaceId, limit + 1, after);
+    const page = runs.slice(0, limit);
+    return { runs: page, nextCursor: runs.length > limit ? page[page.length - 1]!.id : null };
+  }
+
   async get(principal: Principal, id: string): Promise<ResearchRunRecord> {
     const run = await this.store.getRun(id);
     if (run === null || run.workspaceId !== principal.workspaceId) throw new FusionError('not_found', `no research run ${id}`, { details: { runId: id } });

@@ -106,6 +106,11 @@ export function createMemoryResearchStore(): ResearchRunStore {
     async listUnfinished() {
       return [...runs.values()].filter((r) => r.status === 'queued' || r.status === 'running').map((r) => ({ id: r.id, status: r.status as 'queued' | 'running' }));
     },
+    async listRuns(workspaceId, limit, after) {
+      const newestFirst = (a: ResearchRunRecord, b: ResearchRunRecord): number => (a.createdAt === b.createdAt ? (a.id < b.id ? 1 : a.id > b.id ? -1 : 0) : a.createdAt < b.createdAt ? 1 : -1);
+      const later = (r: ResearchRunRecord): boolean => after === undefined || r.createdAt < after.createdAt || (r.createdAt === after.createdAt && r.id < after.id);
+      return [...runs.values()].filter((r) => r.workspaceId === workspaceId && later(r)).sort(newestFirst).slice(0, limit).map(copy);
+    },
     async getDocument(runId) {
       const d = documents.get(runId);
       return d === undefined ? null : copy(d);

@@ -103,6 +103,11 @@ export interface ResearchRunStore {
   failUnfinished(error: string): Promise<string[]>;
   /** Every queued or running run, oldest first (the research queue's reconciler compares them with the queue). */
   listUnfinished(): Promise<Array<{ id: string; status: 'queued' | 'running' }>>;
+  /**
+   * A workspace's runs, newest first (created_at, then id, descending), at most `limit`; with
+   * `after`, only those that come after that run in this order (the keyset of a page).
+   */
+  listRuns(workspaceId: string, limit: number, after?: { createdAt: string; id: string }): Promise<ResearchRunRecord[]>;
   getDocument(runId: string): Promise<ResearchDocumentRecord | null>;
   listSnapshots(runId: string): Promise<ResearchSnapshotRecord[]>;
   close(): Promise<void>;

@@ -101,6 +101,17 @@ export class ResearchSqlStoreImpl implements ResearchSqliteStore {
     return selectRun(this.db, id);
   }
 
+  async listRuns(workspaceId: string, limit: number, after?: { createdAt: string; id: string }): Promise<ResearchRunRecord[]> {
+    const rows = after === undefined
+      ? await this.db.all<ResearchRunRow>(`SELECT ${RUN_COLUMNS} FROM research_runs WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, [workspaceId, limit])
+      : await this.db.all<ResearchRunRow>(
+        `SELECT ${RUN_COLUMNS} FROM research_runs WHERE workspace_id = ? AND (created_at < ? OR (created_at = ? AND id < ?))
+           ORDER BY created_at DESC, id DESC LIMIT ?`,
+        [workspaceId, after.createdAt, after.createdAt, after.id, limit],
+      );
+    return rows.map(toRunRecord);
+  }
+
   async claimRun(id: string, userAgent: string, reclaim: boolean): Promise<ResearchRunRecord | null> {
     assertRunTransition('queued', 'running');
     if (reclaim) assertRunTransition('running', 'running');

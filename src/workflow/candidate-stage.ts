@@ -250,14 +250,17 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   }
 }
 
-/** Keeps what each fetch returned, so the evaluator's URL checks can compare quotes with the page. */
-function recordingFetcher(fetcher: Fetcher, run: RunState, pages: RunState['fetched']): Fetcher {
+/** Keeps what each fetch returned, so the evaluator's URL checks can compare quotes with the page, and why a fetch failed. */
+export function recordingFetcher(fetcher: Fetcher, run: RunState, pages: RunState['fetched']): Fetcher {
   return async (req, signal) => {
     const res = await fetcher(req, signal);
     if (res.ok) {
       run.fetched.push({ url: res.result.url, content: res.result.content });
       // Kept per candidate too: its checkpoint carries its own pages for a resumed run.
       pages.push({ url: res.result.url, content: res.result.content });
+    } else if (run.canonicalInput.context.declared_sources.some((s) => s.canonical_url === req.url)) {
+      // Declared URLs only: an undeclared URL is never stored anywhere (src/broker/broker-server.ts).
+      (run.unread ??= []).push({ url: req.url, reason: `${res.error.code}: ${res.error.message}` });
     }
     return res;
   };

@@ -43,11 +43,12 @@ import { INTERRUPTED_ATTEMPT_DETAIL } from '../store/port.js';
 import { rosterEngines } from '../models/roster.js';
 import type { RunState, WorkflowDeps } from './stage-context.js';
 import { skippedNotice, snapshotMetadata } from './snapshot-notice.js';
+import { sourcesNotice, sourcesNotRead } from './sources-notice.js';
 
 type Letter = 'A' | 'B' | 'C';
 const LETTERS: readonly Letter[] = ['A', 'B', 'C'];
 
-const CK = { candidates: 'candidates', fetched: 'fetched-pages', anonymization: 'anonymization', evaluation: 'evaluation', merged: 'merged' } as const;
+const CK = { candidates: 'candidates', fetched: 'fetched-pages', unread: 'unread-sources', anonymization: 'anonymization', evaluation: 'evaluation', merged: 'merged' } as const;
 
 export function createFusionWorkflow(deps: WorkflowDeps): TaskRunner {
   return { run: (ctx) => runFusion(deps, ctx) };
@@ -107,11 +108,13 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     // not run that candidate again.
     candidates = await runCandidates(deps, run, prompt, finished);
     await control.store.saveCheckpoint(task.id, CK.fetched, canonicalJson(run.fetched));
+    await control.store.saveCheckpoint(task.id, CK.unread, canonicalJson(run.unread ?? []));
     await control.store.saveCheckpoint(task.id, CK.candidates, canonicalJson(candidates));
     await control.transition('candidates_complete', usagePatch());
   } else {
     candidates = JSON.parse(await requireCheckpoint(run, CK.candidates)) as CandidateAnswer[];
     run.fetched = JSON.parse((await control.store.getCheckpoint(task.id, CK.fetched)) ?? '[]') as RunState['fetched'];
+    run.unread = JSON.parse((await control.store.getCheckpoint(task.id, CK.unread)) ?? '[]') as NonNullable<RunState['unread']>;
   }
 
   // Anonymise: the map is persisted before anything downstream sees an answer (docs/behaviour.md#b5).
@@ -166,7 +169,10 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
   // Commit: answer file + metadata, digests recorded in the same transaction as `completed`.
   const paths = taskPaths(deps.tasksDir, task.id);
   mkdirDurable(paths.resultDir, 0o700);
-  const answerText = `${answer}${unconfirmedNotice(citations)}${skippedNotice(ctx.repository)}\n`;
+  const notRead = run.canonicalInput.workflow === 'research'
+    ? sourcesNotRead(run.canonicalInput.context.declared_sources.map((s) => s.canonical_url), run.fetched, run.unread ?? [])
+    : [];
+  const answerText = `${answer}${unconfirmedNotice(citations)}${sourcesNotice(notRead)}${skippedNotice(ctx.repository)}\n`;
   writeFileDurable(paths.answerFile, answerText);
   const answerSha = sha256Hex(answerText);
   const metadata = canonicalJson({
@@ -183,6 +189,7 @@ async function runStages(deps: WorkflowDeps, ctx: TaskRunContext, run: RunState,
     evaluation_sha256: sha256Hex(canonicalJson(evaluation)),
     citations,
     ...(ctx.repository !== undefined ? { repository: snapshotMetadata(ctx.repository) } : {}),
+    ...(notRead.length > 0 ? { sources_not_read: notRead } : {}),
     anonymization: slots,
     attempts: run.attempts,
   });

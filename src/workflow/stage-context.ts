@@ -73,5 +73,7 @@ export interface RunState {
   attempts: AttemptSummary[];
   /** Pages the research candidates fetched (declared URL + extracted content), for the evaluator's URL checks. */
   fetched: Array<{ url: string; content: string }>;
+  /** Fetches that failed (requested URL, `code: message`), so the answer can say which sources were not read and why. */
+  unread?: Array<{ url: string; reason: string }>;
   roster: Roster;
 }

@@ -126,6 +126,12 @@ describe('fusion_research end to end (builtin engine, bwrap, guarded fetch throu
       for (const rec of JSON.parse(readFileSync(join(attempts, dir, 'supervisor.broker-record.json'), 'utf8')) as any[]) if (rec.kind === 'fetch') codes.add(rec.error_code);
     }
     expect([...codes].sort()).toEqual(['blocked_address', 'redirect_blocked']);
-    expect(['completed', 'failed']).toContain(run.status.state);
+    // The task completes, and its answer, written without its sources, says which and why (not
+    // only "no confirmed passage"); the result's metadata lists them too.
+    expect(run.status.state).toBe('completed');
+    const answer = run.result.answer.text as string;
+    expect(answer).toContain('## Sources not read');
+    expect(answer).toContain(`\`${blocked}\`: \`blocked_address: `);
+    expect(answer).toContain(`\`${redirecting}\`: \`redirect_blocked: `);
   });
 });

@@ -18,7 +18,7 @@ const source = readFileSync(EXAMPLE, 'utf8');
 
 it('the README shows examples/first-task.ts verbatim', () => {
   expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain(`\`\`\`ts\n${source}\`\`\``);
-  expect(source.trimEnd().split('\n').length).toBeLessThanOrEqual(11);
+  expect(source.trimEnd().split('\n').length).toBeLessThanOrEqual(14);
 });
 
 it('type-checks against the package entry point (fusion-supervisor → the client library types)', () => {
@@ -62,9 +62,11 @@ describeWithBwrap('examples/first-task.ts runs end to end', () => {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect({ code, stderr: code === 0 ? '' : stderr }).toEqual({ code: 0, stderr: '' });
     // Events followed: every transition, ending with the terminal one.
-    expect(stderr).toMatch(/^transition initializing$/m);
-    expect(stderr).toMatch(/^transition completed$/m);
-    expect(stderr).toMatch(/^terminal .*completed/m);
+    expect(stderr).toMatch(/^state: initializing$/m);
+    expect(stderr).toMatch(/^state: completed$/m);
+    // Stage attempts are named, never a bare event kind.
+    expect(stderr).toMatch(/^ {2}candidate-\d attempt 1: succeeded$/m);
+    expect(stderr).not.toMatch(/^progress\s*$/m);
     // The verified answer, citing the file that implements the refill.
     expect(stdout).toMatch(/^Answer: \d+ bytes, sha256:[0-9a-f]{64} \(verified\)\./);
     expect(stdout).toContain(RIGHT_FILE);

@@ -96,9 +96,14 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       expect(s.client.getServerVersion()?.name).toBe('fusion');
       expect(s.client.getServerCapabilities()?.tools).toBeDefined();
       const { tools } = await s.client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(['fusion_investigate', 'fusion_research', 'bg_result', 'bg_status', 'bg_cancel', 'research_run', 'web_read', 'web_crawl', 'web_search']);
+      expect(tools.map((t) => t.name)).toEqual(['fusion_investigate', 'fusion_research', 'bg_result', 'bg_status', 'bg_cancel', 'research_run', 'research_get', 'research_snapshots', 'research_list', 'web_read', 'web_crawl', 'web_search']);
       // What travelled over the wire is exactly the generated list.
-      expect(tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema }))).toEqual(JSON.parse(JSON.stringify(MCP_TOOLS)));
+      expect(tools.map((t) => ({ name: t.name, title: t.title, description: t.description, inputSchema: t.inputSchema, outputSchema: t.outputSchema, annotations: t.annotations }))).toEqual(JSON.parse(JSON.stringify(MCP_TOOLS)));
+      // Hints an agent's client uses to decide what needs the user's approval.
+      const hints = Object.fromEntries(tools.map((t) => [t.name, t.annotations?.readOnlyHint]));
+      expect(hints).toMatchObject({ bg_result: true, bg_status: true, research_get: true, research_snapshots: true, research_list: true, web_read: true, fusion_investigate: false, bg_cancel: false, research_run: false });
+      expect(tools.every((t) => t.outputSchema?.type === 'object')).toBe(true);
+      expect((tools.find((t) => t.name === 'fusion_investigate')!.inputSchema.properties as Record<string, unknown>).repo).toBeDefined();
       await s.client.ping();
     } finally {
       await s.close();
@@ -246,7 +251,7 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
     try {
       const noKey = await refusedSession.client.callTool({ name: 'research_run', arguments: { query: 'q', sourceUrls: [`http://${HOST}:${site.origin.port}/`], idempotencyKey: 'k0', confirm: true } });
       expect(noKey.isError).toBe(true);
-      expect(text(noKey)).toMatch(/^unauthorized: research_run needs a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set/);
+      expect(text(noKey)).toMatch(/^unauthorized: the research tools need a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set/);
     } finally {
       await refusedSession.close();
     }
@@ -258,10 +263,27 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       expect(created.isError).toBe(false);
       const run = (created.structuredContent as { run: { id: string; workspaceId: string } }).run;
       expect(run.workspaceId).toBe('ws_mcp');
-      expect(text(created)).toContain(`Created research run ${run.id}`);
-      const note = await until('the research run notification', () => s.notes.find((n) => n.runId === run.id));
-      expect(note).toMatchObject({ runId: run.id, status: 'succeeded', error: null });
-      expect(note.resultDocumentId).toEqual(expect.any(String));
+      // Direct dispatch: the run ended inside the create, and the reply says so (no notification promised).
+      expect(text(created)).toContain(`Created research run ${run.id}; it has already ended. Research run ${run.id} is succeeded.`);
+      expect(text(created)).not.toContain('notification follows');
+
+      const got = await s.client.callTool({ name: 'research_get', arguments: { runId: run.id } });
+      expect(got.isError).toBe(false);
+      expect(text(got)).toContain('The refill rate is 5 tokens per second.');
+      expect(got.structuredContent).toMatchObject({ run: { id: run.id, status: 'succeeded' }, document: { content: expect.stringContaining(UNTRUSTED_CAUTION) } });
+      const statusOnly = await s.client.callTool({ name: 'research_get', arguments: { runId: run.id, document: false } });
+      expect(statusOnly.structuredContent).toMatchObject({ document: null });
+      const snaps = await s.client.callTool({ name: 'research_snapshots', arguments: { runId: run.id } });
+      expect(snaps.isError).toBe(false);
+      expect(text(snaps)).toContain(`http://${HOST}:${site.origin.port}/`);
+      expect((snaps.structuredContent as { snapshots: Array<Record<string, unknown>> }).snapshots[0]).not.toHaveProperty('content');
+      const withText = await s.client.callTool({ name: 'research_snapshots', arguments: { runId: run.id, content: true } });
+      expect(text(withText)).toContain('The refill rate is 5 tokens per second.');
+      const listed = await s.client.callTool({ name: 'research_list', arguments: { limit: 10 } });
+      expect((listed.structuredContent as { runs: Array<{ id: string }> }).runs.map((r) => r.id)).toContain(run.id);
+      const foreign = await s.client.callTool({ name: 'research_get', arguments: { runId: 'nope' } });
+      expect(foreign.isError).toBe(true);
+      expect(text(foreign)).toMatch(/^not_found: /);
 
       const again = await s.client.callTool({ name: 'research_run', arguments: args });
       expect((again.structuredContent as { deduplicated: boolean; run: { id: string } })).toMatchObject({ deduplicated: true, run: { id: run.id } });
@@ -272,10 +294,9 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
 
       // A run refused by the egress policy still ends, and says so.
       const loop = await s.client.callTool({ name: 'research_run', arguments: { query: 'q', sourceUrls: [`http://127.0.0.1:${site.origin.port}/`], idempotencyKey: 'mcp-run-2', confirm: true } });
-      const loopId = (loop.structuredContent as { run: { id: string } }).run.id;
-      const failed = await until('the failed run notification', () => s.notes.find((n) => n.runId === loopId));
-      expect(failed.status).toBe('failed');
-      expect(failed.error).toMatch(/127\.0\.0\.1/);
+      expect((loop.structuredContent as { run: { status: string; error: string } }).run).toMatchObject({ status: 'failed', error: expect.stringMatching(/127\.0\.0\.1/) });
+      expect(text(loop)).toMatch(/it has already ended\. Research run \S+ is failed — .*127\.0\.0\.1/);
+      expect(s.notes.filter((n) => n.runId !== undefined)).toEqual([]);
     } finally {
       await s.close();
     }

@@ -24,7 +24,7 @@ describe('fusion mcp (stdio JSON-RPC)', () => {
       expect(init.result.serverInfo.name).toBe('fusion');
       proc.stdin!.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`);
       const list = await call('tools/list');
-      expect(list.result.tools.map((t: any) => t.name)).toEqual(['fusion_investigate', 'fusion_research', 'bg_result', 'bg_status', 'bg_cancel', 'research_run', 'web_read', 'web_crawl', 'web_search']);
+      expect(list.result.tools.map((t: any) => t.name)).toEqual(['fusion_investigate', 'fusion_research', 'bg_result', 'bg_status', 'bg_cancel', 'research_run', 'research_get', 'research_snapshots', 'research_list', 'web_read', 'web_crawl', 'web_search']);
 
       const bad = await call('tools/call', { name: 'fusion_investigate', arguments: { objective: 'x' } });
       expect(bad.result.isError).toBe(true);

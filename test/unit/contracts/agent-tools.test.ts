@@ -73,7 +73,10 @@ describe('MCP tool schemas are generated from the contracts', () => {
   it('lists every contract once, each with its generated JSON Schema', () => {
     expect(MCP_TOOLS.map((t) => t.name)).toEqual(Object.keys(TOOL_CONTRACTS));
     for (const tool of MCP_TOOLS) {
-      expect(tool.inputSchema).toEqual(toolInputSchema(TOOL_CONTRACTS[tool.name]));
+      // Task tools also take the MCP server's own optional `repo` (removed before the daemon validates).
+      const { repo, ...properties } = tool.inputSchema.properties as Record<string, unknown>;
+      expect(repo !== undefined).toBe(tool.name === 'fusion_investigate' || tool.name === 'fusion_research');
+      expect({ ...tool.inputSchema, properties }).toEqual(toolInputSchema(TOOL_CONTRACTS[tool.name]));
       expect(tool.inputSchema.type).toBe('object');
       expect(tool.inputSchema.additionalProperties).toBe(false);
       expect(tool.description.length).toBeGreaterThan(20);
