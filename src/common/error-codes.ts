@@ -52,13 +52,13 @@ export const ERROR_CODES = {
   shutting_down: { httpStatus: 503, retryable: true, meaning: 'The daemon is shutting down and accepts no new work.' },
   store_error: { httpStatus: 500, retryable: true, meaning: 'The SQLite store failed.' },
   internal_error: { httpStatus: 500, retryable: false, meaning: 'An unexpected bug; the log has the details.' },
-  // The socket API's strict HTTP (issue 16): Node-level refusals in the same envelope.
+  // The socket API's strict HTTP (docs/security.md): Node-level refusals in the same envelope.
   unsupported_media_type: { httpStatus: 415, retryable: false, meaning: 'A request body without `Content-Type: application/json` (UTF-8).' },
   bad_request: { httpStatus: 400, retryable: false, meaning: 'Malformed HTTP (request line, header or framing); the connection is closed.' },
   headers_too_large: { httpStatus: 431, retryable: false, meaning: 'Request line and headers over the 16 KiB limit.' },
   uri_too_long: { httpStatus: 414, retryable: false, meaning: 'Request URL over the 8 KiB limit.' },
   client_timeout: { httpStatus: 408, retryable: true, meaning: 'The client did not send its request (headers or body) in time.' },
-  // Pressure (issue 16): refusals a caller retries later, with Retry-After.
+  // Pressure: refusals a caller retries later, with Retry-After.
   busy: { httpStatus: 429, retryable: true, meaning: 'Too many tasks are waiting (for the daemon or this caller); retry after Retry-After seconds.' },
   rate_limited: { httpStatus: 429, retryable: true, meaning: 'Too many failed API-key attempts from this address on the TCP listener; every research request from it is refused until Retry-After seconds pass.' },
   storage_full: { httpStatus: 507, retryable: true, meaning: 'The disk is full or below the free-space reserve; no task was accepted. Free space and retry.' },
