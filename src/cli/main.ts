@@ -45,9 +45,9 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../main.js'), import('../config/settings.js')]);
   const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
+  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
   io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
   if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
-  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
   const report = await new Promise<ShutdownReport>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {

@@ -257,7 +257,7 @@ describe.each(modes)('research API (%s dispatch)', (mode) => {
       expect(r.body.error.code).toBe('not_found');
     }
     // Wrong method on a research route: 405 (after authentication).
-    const wrong = await api(d.base, 'GET', '/api/v1/research', { key });
+    const wrong = await api(d.base, 'DELETE', '/api/v1/research', { key });
     expect(wrong.status).toBe(405);
     expect(wrong.body.error.code).toBe('method_not_allowed');
     const health = await api(d.base, 'GET', '/v1/health');
