@@ -17,11 +17,10 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
-const REPO = join(ROOT, 'test', 'fixtures', 'builtin-repo');
 const IS_ROOT = process.getuid?.() === 0;
 const IN_CI = process.env.CI === 'true';
-const ARGS = ['--objective', 'Find where tokens are refilled', '--background', 'Bursts after a pause', '--deliverable', 'The file and lines', '--repo', REPO];
+/** The submit flags, over the fixture repository as the users see it (through the bind mount). */
+const ARGS = (): string[] => ['--objective', 'Find where tokens are refilled', '--background', 'Bursts after a pause', '--deliverable', 'The file and lines', '--repo', join(viewDir, 'test', 'fixtures', 'builtin-repo')];
 
 const sh = (cmd: string, ...args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
@@ -32,10 +31,16 @@ const SERVER = "require('node:http').createServer((q,s)=>{s.setHeader('content-t
  * In a private mount namespace with a fresh /run: a socket at /run/fusion/fusion.sock in a
  * 0750 directory of `group`, then `argv` run as `user` (its `setpriv` group options).
  */
+/** Where the package is bind-mounted for the users (set up by the suite). */
+let viewDir = '';
+const cliView = (): string => join(viewDir, 'dist', 'src', 'cli', 'main.js');
+
 function asUserBesideSharedSocket(group: string, setprivArgs: string[], env: Record<string, string>, argv: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const script = [
     'set -e',
     'mount -t tmpfs -o mode=0755 tmpfs /run',
+    // The package at a path every user can read (the clone may sit under a 0700 home).
+    'mount --bind "$PKG" "$VIEW"',
     'mkdir -m 0750 /run/fusion',
     'chgrp "$G" /run/fusion',
     '"$NODE" -e "$SERVER" & server=$!',
@@ -50,7 +55,7 @@ function asUserBesideSharedSocket(group: string, setprivArgs: string[], env: Rec
   ].join('\n');
   return new Promise((done) => {
     const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...argv], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', G: group, NODE: process.execPath, SERVER },
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', G: group, NODE: process.execPath, SERVER, PKG: ROOT, VIEW: viewDir },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -83,6 +88,8 @@ suite('a user outside the socket group', () => {
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, stale);
     base = mkdtempSync(join(tmpdir(), 'fusion-denied-'));
     chmodSync(base, 0o755);
+    viewDir = join(base, 'view');
+    mkdirSync(viewDir, { mode: 0o755 });
     for (const user of [outsider, stale]) {
       mkdirSync(join(base, user), { mode: 0o700 });
       sh('chown', `${user}:${user}`, join(base, user));
@@ -108,7 +115,7 @@ suite('a user outside the socket group', () => {
   const env = (user: string): Record<string, string> => ({ HOME: join(base, user), PATH: process.env.PATH ?? '/usr/bin:/bin', FUSION_LOG_LEVEL: 'warn' });
 
   it('investigate --wait says the daemon runs but the user is not in its group, names the usermod fix, and starts no embedded daemon', async () => {
-    const r = await asUserBesideSharedSocket(group, [`--reuid=${outsider}`, `--regid=${outsider}`, '--init-groups'], env(outsider), [process.execPath, CLI, 'investigate', ...ARGS, '--wait']);
+    const r = await asUserBesideSharedSocket(group, [`--reuid=${outsider}`, `--regid=${outsider}`, '--init-groups'], env(outsider), [process.execPath, cliView(), 'investigate', ...ARGS(), '--wait']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr.trim()).toBe(
       `fusion: forbidden: the fusion daemon at /run/fusion/fusion.sock runs, but its directory /run/fusion admits only the daemon's user and group ${group}, and ${outsider} is not in ${group}; ` +
@@ -120,13 +127,13 @@ suite('a user outside the socket group', () => {
   });
 
   it('tasks (no --wait) gets the same diagnosis, not "no daemon answers"', async () => {
-    const r = await asUserBesideSharedSocket(group, [`--reuid=${outsider}`, `--regid=${outsider}`, '--init-groups'], env(outsider), [process.execPath, CLI, 'tasks']);
+    const r = await asUserBesideSharedSocket(group, [`--reuid=${outsider}`, `--regid=${outsider}`, '--init-groups'], env(outsider), [process.execPath, cliView(), 'tasks']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`sudo usermod -aG ${group} ${outsider}`);
   });
 
   it('a user the group lists, in a session started before that, is told to log in again', async () => {
-    const r = await asUserBesideSharedSocket(group, [`--reuid=${stale}`, `--regid=${stale}`, '--clear-groups'], env(stale), [process.execPath, CLI, 'investigate', ...ARGS, '--wait']);
+    const r = await asUserBesideSharedSocket(group, [`--reuid=${stale}`, `--regid=${stale}`, '--clear-groups'], env(stale), [process.execPath, cliView(), 'investigate', ...ARGS(), '--wait']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain(`${stale} is listed in its group ${group}, but this login session started before that: log in again (or run 'newgrp ${group}')`);
     expect(existsSync(join(base, stale, '.local'))).toBe(false);

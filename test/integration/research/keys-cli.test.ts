@@ -68,7 +68,7 @@ describe('fusion keys', () => {
     expect(listed.stdout).not.toContain(key);
     expect(cli(['keys', 'list', '--data', home]).stdout).toContain(id);
     // Nothing on disk holds the key; the digest is there.
-    const secret = key.slice(key.lastIndexOf('_') + 1);
+    const secret = /^fsk_key_[0-9a-f]{16}_(.+)$/.exec(key)![1]!;
     const digest = createHash('sha256').update(key).digest('hex');
     const disk = readdirSync(home).filter((f) => f.startsWith('fusion.db')).map((f) => readFileSync(join(home, f)).toString('latin1')).join('');
     expect(disk).not.toContain(secret);
