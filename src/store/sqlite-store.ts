@@ -42,8 +42,14 @@ export interface StorePragmas {
 /** The store as built here, plus its file path and live connection settings. */
 export type SqliteStore = Store & { readonly file: string; pragmas(): Promise<StorePragmas>; databaseFacts(): Promise<Record<string, unknown>> };
 
-/** PRAGMAs of every connection. WAL + synchronous=FULL: a committed transaction survives power loss. */
-const PRAGMAS = ['PRAGMA synchronous = FULL', 'PRAGMA foreign_keys = ON', 'PRAGMA busy_timeout = 5000'];
+/**
+ * PRAGMAs of every connection. WAL + synchronous=FULL: a committed transaction survives power loss.
+ * The busy timeout comes first: switching to WAL, and the first read of a file another process is
+ * checkpointing or recovering, may meet a lock, and without a busy handler SQLite answers
+ * SQLITE_BUSY at once instead of waiting.
+ */
+const BUSY_TIMEOUT = 'PRAGMA busy_timeout = 5000';
+const PRAGMAS = ['PRAGMA synchronous = FULL', 'PRAGMA foreign_keys = ON'];
 
 const now = (): string => new Date().toISOString();
 
@@ -54,6 +60,7 @@ const now = (): string => new Date().toISOString();
 export async function openConfiguredDb(file: string, log: Logger): Promise<SqliteDb> {
   const db = await SqliteDb.open(file, log);
   try {
+    await db.exec(BUSY_TIMEOUT);
     const mode = await db.get<{ journal_mode: string }>('PRAGMA journal_mode = WAL');
     if (mode?.journal_mode.toLowerCase() !== 'wal') {
       throw new FusionError('store_error', `store could not enable WAL journaling (got ${mode?.journal_mode ?? 'nothing'})`, {
