@@ -65,6 +65,8 @@ export interface NewTask {
   callerGroups?: number[] | null;
   /** Cluster mode: the packed repository, stored once by digest in the task's own transaction. */
   bundle?: { digest: string; data: Buffer };
+  /** Checkpoints known at submission (cluster mode: the repository snapshot), committed with the task row. */
+  checkpoints?: ReadonlyArray<{ key: string; value: string }>;
 }
 
 /** A stored repository bundle (cluster mode): the deterministic tar whose sha256 is `digest`. */

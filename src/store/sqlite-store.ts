@@ -189,8 +189,10 @@ export class SqlStoreImpl implements SqliteStore {
             canonicalJson(task.options), at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
+        // One commit for the receipt: a checkpoint known at submission does not cost a second one.
+        for (const ck of task.checkpoints ?? []) await upsertCheckpoint(tx, task.id, ck.key, ck.value);
         // Built from what was just inserted: no read-back on the receipt's critical path.
-        const { bundle: _bundle, ...fields } = task;
+        const { bundle: _bundle, checkpoints: _checkpoints, ...fields } = task;
         const created: TaskRecord = { ...fields, callerGid: task.callerGid ?? null, callerGroups: task.callerGroups ?? null, bundleDigest, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
         return created;
       });

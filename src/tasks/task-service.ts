@@ -173,7 +173,10 @@ export class TaskService {
         callerUid: req.identity?.uid ?? null,
         callerGid: req.identity?.gid ?? null,
         callerGroups: req.identity?.groups ?? null,
-        ...(bundle !== undefined ? { bundle: { digest: bundle.digest, data: bundle.data } } : {}),
+        ...(bundle !== undefined ? {
+          bundle: { digest: bundle.digest, data: bundle.data },
+          checkpoints: [{ key: SNAPSHOT_CHECKPOINT, value: snapshotJson(bundle) }],
+        } : {}),
       });
     } catch (err) {
       release();
@@ -186,7 +189,6 @@ export class TaskService {
     // 4. Only now is anything started. Cluster mode: the job is in the shared queue before the
     //    receipt is returned (a task without its job would wait for nobody).
     if (this.clusterBridge !== undefined) {
-      if (bundle !== undefined) await this.deps.store.saveCheckpoint(taskId, SNAPSHOT_CHECKPOINT, snapshotJson(bundle));
       await this.clusterBridge.enqueueOrFail(task);
       return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
     }

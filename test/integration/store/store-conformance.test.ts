@@ -148,6 +148,16 @@ describe.each(adapters)('$engine store', (adapter) => {
       await expectCode(store.createTask({ ...task, bundle: { digest: 'f'.repeat(64), data: Buffer.from('x') } }), 'conflict');
       expect(await store.getRepoBundle('f'.repeat(64))).toBeNull();
     });
+
+    it('commits checkpoints known at submission with the task row, and none of a refused insert', async () => {
+      const task = newTask({ checkpoints: [{ key: 'repo-snapshot', value: '{"digest":"a"}' }] });
+      const created = await store.createTask(task);
+      expect(created).not.toHaveProperty('checkpoints');
+      expect(await store.getCheckpoint(task.id, 'repo-snapshot')).toBe('{"digest":"a"}');
+      // A duplicate id is refused whole: its checkpoint does not overwrite the first task's.
+      await expectCode(store.createTask({ ...task, checkpoints: [{ key: 'repo-snapshot', value: '{"digest":"b"}' }] }), 'conflict');
+      expect(await store.getCheckpoint(task.id, 'repo-snapshot')).toBe('{"digest":"a"}');
+    });
   });
 
   describe('transitions', () => {
