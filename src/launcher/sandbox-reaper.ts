@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from '../log.js';
 import { HOST_OUT_BASE } from './out-mount.js';
-import { claimHeld, startTime, type UidPool } from './uid-pool.js';
+import { claimHolderAlive, startTime, type UidPool } from './uid-pool.js';
 
 const run = promisify(execFile);
 /** Earlier versions' per-launch bind directories are removed once older than any sandbox lives (wall 50 min + margin). */
@@ -75,9 +75,11 @@ function under(path: string, root: string): boolean {
 }
 
 /**
- * Host pids with a real, effective, saved or filesystem uid or gid of the pool that no live
- * holder claims. The claim is read when the process is judged: a claim is always made before its
- * sandbox starts, so a live sandbox of another daemon is never taken for a stray.
+ * Host pids with a real, effective, saved or filesystem uid or gid of the pool whose claim has no
+ * live holder. The claim is read when the process is judged: a claim is always made before its
+ * sandbox starts, and a daemon that released a claim may still be ending that sandbox, so no
+ * process of another live daemon is ever taken for a stray. Zombies are skipped: they cannot run
+ * or be signalled, and they go when their parent (or init) reaps them.
  */
 async function strayPids(pool: UidPool): Promise<number[]> {
   const { range, claimDir } = pool;
@@ -85,12 +87,12 @@ async function strayPids(pool: UidPool): Promise<number[]> {
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     if (!/^\d+$/.test(name)) continue;
     const status = await readFile(`/proc/${name}/status`, 'utf8').catch(() => null);
-    if (status === null) continue;
+    if (status === null || /^State:\s+Z/m.test(status)) continue;
     let stray = false;
     for (const match of status.matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)) {
       for (let i = 1; i <= 4; i++) {
         const id = Number(match[i]);
-        if (id >= range.start && id <= range.end && !claimHeld(claimDir, id)) stray = true;
+        if (id >= range.start && id <= range.end && !claimHolderAlive(claimDir, id)) stray = true;
       }
     }
     if (stray) found.push(Number(name));
@@ -107,8 +109,8 @@ export async function reapSandboxLeftovers(options: ReapOptions): Promise<ReapRe
   const now = options.now ?? Date.now;
   const readMountinfo = options.mountinfo ?? (() => readFile('/proc/self/mountinfo', 'utf8'));
 
-  // 1. Processes of the pool that no live sandbox holds. A claim is made before its sandbox
-  // starts and is held while its daemon lives, so a pool uid without one has nothing to run.
+  // 1. Processes of the pool whose claim has no live holder. A claim is made before its sandbox
+  // starts and stays while its daemon lives, so a pool uid without one has nothing to run.
   const strays = await strayPids(options.pool);
   for (const pid of strays) {
     try {

@@ -206,6 +206,22 @@ function readText(path: string): string | null {
 }
 
 /** Whether `uid` is claimed right now by a live holder that has not released it. */
+/**
+ * Whether the process that made `uid`'s claim still lives, whether or not it released the claim:
+ * a live daemon's sandboxes, even those it is still tearing down after the release, are its own to
+ * end, never another daemon's (a torn or foreign claim counts as alive).
+ */
+export function claimHolderAlive(claimDir: string, uid: number): boolean {
+  const text = readText(join(claimDir, String(uid)));
+  if (text === null) return false;
+  try {
+    const claim = JSON.parse(text) as Claim;
+    return startTime(claim.pid) === claim.started;
+  } catch {
+    return true;
+  }
+}
+
 export function claimHeld(claimDir: string, uid: number): boolean {
   const text = readText(join(claimDir, String(uid)));
   if (text === null) return false;

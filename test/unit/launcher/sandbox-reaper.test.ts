@@ -103,23 +103,30 @@ suite('reapSandboxLeftovers', () => {
       cleanups.push(() => child.kill('SIGKILL'));
       return child;
     };
+    // A claim this live process released while its sandbox was still ending: that daemon's to end.
+    const ending = RANGE.start + 5;
+    writeFileSync(join(s.claimDir, String(ending)), JSON.stringify({ label: 't/z', paths: [], nonce: randomUUID(), pid: process.pid, started: startTime(process.pid), active: false }), { mode: 0o600 });
+    const endingChild = sleeper(ending);
     const strayChild = sleeper(stray);
     // A live holder: a claim by this very process.
     writeFileSync(join(s.claimDir, String(held)), JSON.stringify({ label: 't/y', paths: [], nonce: randomUUID(), pid: process.pid, started: startTime(process.pid), active: true }), { mode: 0o600 });
     const heldChild = sleeper(held);
     // Both have dropped to their uid before the reaper looks.
     for (;;) {
-      const ids = [strayChild.pid, heldChild.pid].map((pid) => readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1]);
-      if (ids[0] === String(stray) && ids[1] === String(held)) break;
+      const ids = [strayChild.pid, heldChild.pid, endingChild.pid].map((pid) => readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1]);
+      if (ids[0] === String(stray) && ids[1] === String(held) && ids[2] === String(ending)) break;
       await new Promise((r) => setTimeout(r, 20));
     }
     const exited = new Promise((resolve) => strayChild.once('exit', (_code, signal) => resolve(signal)));
     const report = await s.reap();
     expect(report.killed).toContain(strayChild.pid);
     expect(report.killed).not.toContain(heldChild.pid);
+    expect(report.killed).not.toContain(endingChild.pid);
+    expect(endingChild.exitCode).toBeNull();
     expect(await exited).toBe('SIGKILL');
     expect(heldChild.exitCode).toBeNull();
     expect(report.releasedClaims).toEqual([stray]);
-    expect(readdirSync(s.claimDir).sort()).toEqual([String(held)]);
+    // The released claim stands while its process lives (sweep keeps it: something of it is left).
+    expect(readdirSync(s.claimDir).sort()).toEqual([String(held), String(ending)].sort());
   });
 });
