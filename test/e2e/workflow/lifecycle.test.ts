@@ -54,7 +54,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     cleanups.push(() => d.close());
     const { taskId } = await d.submit();
     await entered.done;
-    // Three candidate sandboxes (each with its replay sandbox beside it).
+    // Three candidate sandboxes (and the task's replay sandbox beside them).
     const snapshot: ProcInfo[] = await waitFor('three sandboxes with their children', () => {
       const candidates = d.launches.filter((l) => !l.label.endsWith('.replay')).map((l) => l.pid!).filter(Boolean);
       const tree = treeOf(d.launches.map((l) => l.pid!).filter(Boolean));
@@ -62,7 +62,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     });
     expect(snapshot.every((p) => isSandboxUid(p.uid))).toBe(true);
     if (process.getuid?.() === 0) {
-      // One uid per sandbox: no two live sandboxes (three candidates, their replays) share one.
+      // One uid per sandbox: no two live sandboxes (three candidates, their replay) share one.
       const uidOfLaunch = d.launches.map((l) => treeOf([l.pid!]).find((p) => p.pid === l.pid)?.uid).filter((u) => u !== undefined);
       expect(uidOfLaunch.length).toBeGreaterThanOrEqual(3);
       expect(new Set(uidOfLaunch).size).toBe(uidOfLaunch.length);
@@ -108,7 +108,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     const taskId = receipt.taskId;
     await waitFor('three candidates inside a model call', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length === 3, 30_000);
     const launched = first.lines().filter((l) => l.startsWith('LAUNCH '));
-    // Three candidates, each with its replay sandbox beside it.
+    // Three candidates, and the task's replay sandbox beside them.
     const bwrapPids = launched.filter((l) => !l.split(' ')[1]!.endsWith('.replay')).map((l) => Number(l.split(' ')[2]));
     expect(bwrapPids).toHaveLength(3);
     const snapshot = treeOf(launched.map((l) => Number(l.split(' ')[2])));
