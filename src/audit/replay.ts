@@ -307,7 +307,8 @@ export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls
   // However the sandbox ends, a stream still waiting for its results has none coming.
   void running.exit.then((exit) => {
     if (exit.reason !== 'exited' || exit.exitCode !== 0) {
-      if (!closed) sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+      // Stopped with its stage (a failed sibling, a cancel) or after its last answer is no failure of its own.
+      if (!closed && options.signal?.aborted !== true) sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
       ended = new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
     } else {
       ended = new FusionError('child_failed', 'the replay sandbox ended before it answered every attempt');
