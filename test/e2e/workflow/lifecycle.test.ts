@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
+import { CANDIDATE_REPLAY_LABEL } from '../../../src/workflow/replay-attempt.js';
 import {
   isSandboxUid,
   DIST,
@@ -69,7 +70,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     }
     // The probe used after the run sees them too (it is not vacuous).
     expect(ourSandboxProcesses().length).toBeGreaterThanOrEqual(9);
-    expect(readdirSync(d.runRoot).sort()).toEqual(['candidate-1', 'candidate-2', 'candidate-3'].flatMap((s) => [`${taskId.slice(-12)}-${s}.attempt-1`, `${taskId.slice(-12)}-${s}.attempt-1-rp`]));
+    expect(readdirSync(d.runRoot).sort()).toEqual([...['candidate-1', 'candidate-2', 'candidate-3'].map((s) => `${taskId.slice(-12)}-${s}.attempt-1`), `${taskId.slice(-12)}-${CANDIDATE_REPLAY_LABEL}`]);
     expect((await d.daemon.store.getTask(taskId))!.state).toBe('candidates_running');
 
     const started = Date.now();
