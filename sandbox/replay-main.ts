@@ -2,11 +2,14 @@
  * Entry point of a replay sandbox: the same sandbox policy and limits as a candidate.
  *   1. read /run/fusion/request.json: { schema_version, tools, calls? , feed? }
  *   2. replay each repository tool call over /repo (sandbox/replay-core.ts): the listed `calls`,
- *      or, with `feed: true`, the calls the supervisor streams over /run/fusion/broker.sock while
- *      the candidate is still running (`GET /calls?after=N` → { calls: [{index, name, arguments}], done })
- *      (directories and files read once for all calls: /repo cannot change, sandbox/tools/repo-memo.ts)
- *   3. write /out/replay.json: { schema_version, calls: [ReplayedCall…] } (O_EXCL, fsynced)
- * Exit 0 when the file is written, 1 otherwise (the reason on stderr). Node builtins only.
+ *      or, with `feed: true`, the calls of every candidate attempt of the task, which the
+ *      supervisor streams over /run/fusion/broker.sock while the candidates are still running
+ *      (src/audit/replay-feed.ts: `GET /events?after=N`, each attempt a named stream)
+ *      (directories and files read once for all calls: /repo cannot change, sandbox/tools/repo-memo.ts;
+ *      a call identical to one replayed before, in any stream, is answered by that replay)
+ *   3. listed calls: write /out/replay.json: { schema_version, calls: [ReplayedCall…] } (O_EXCL, fsynced);
+ *      fed calls: when a stream ends, `POST /results?stream=S` with the same body
+ * Exit 0 when every answer is delivered, 1 otherwise (the reason on stderr). Node builtins only.
  */
 import { closeSync, constants, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { request } from 'node:http';
@@ -39,10 +42,12 @@ function readRequest(): { tools: string[]; calls: ReplayCall[]; feed: boolean } 
   return { tools: value.tools as string[], calls: feed ? [] : (value.calls as unknown[]).map(asCall), feed };
 }
 
-/** One long-poll for the calls after `after`. */
-function pull(after: number): Promise<{ calls: Array<{ index: number; name: string; arguments: string }>; done: boolean }> {
+type FeedEvent = { stream: string; index: number; name: string; arguments: string } | { stream: string; end: true; discard: boolean };
+
+/** One long-poll for the events after `after`. */
+function pull(after: number): Promise<{ events: FeedEvent[]; done: boolean }> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath: PATHS.feed, path: `/calls?after=${after}`, method: 'GET' }, (res) => {
+    const req = request({ socketPath: PATHS.feed, path: `/events?after=${after}`, method: 'GET' }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
@@ -53,7 +58,7 @@ function pull(after: number): Promise<{ calls: Array<{ index: number; name: stri
       res.on('end', () => {
         try {
           if (res.statusCode !== 200) throw new Error(`feed answered ${String(res.statusCode)}`);
-          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as { calls: Array<{ index: number; name: string; arguments: string }>; done: boolean });
+          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as { events: FeedEvent[]; done: boolean });
         } catch (err) {
           reject(err instanceof Error ? err : new Error(String(err)));
         }
@@ -65,31 +70,86 @@ function pull(after: number): Promise<{ calls: Array<{ index: number; name: stri
   });
 }
 
+/** Sends the replayed calls of a stream that ended. */
+function post(stream: string, calls: readonly ReplayedCall[]): Promise<void> {
+  const body = `${JSON.stringify({ schema_version: REPLAY_SCHEMA, calls })}\n`;
+  return new Promise((resolve, reject) => {
+    const req = request({
+      socketPath: PATHS.feed, path: `/results?stream=${encodeURIComponent(stream)}`, method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 204 ? resolve() : reject(new Error(`results for ${stream} answered ${String(res.statusCode)}`))));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The calls of every stream as they come; each stream's results are sent when it ends. */
+async function replayFeed(replay: (call: ReplayCall) => Promise<ReplayedCall | null>): Promise<void> {
+  const streams = new Map<string, { next: number; calls: ReplayedCall[] }>();
+  let after = 0;
+  for (;;) {
+    const batch = await pull(after);
+    after += batch.events.length;
+    // An attempt abandoned in this batch needs none of its queued calls.
+    const dropped = new Set(batch.events.filter((e) => 'end' in e && e.discard).map((e) => e.stream));
+    for (const e of batch.events) {
+      let s = streams.get(e.stream);
+      if (s === undefined) {
+        s = { next: 0, calls: [] };
+        streams.set(e.stream, s);
+      }
+      if ('end' in e) {
+        if (!e.discard) await post(e.stream, s.calls);
+        streams.delete(e.stream);
+        continue;
+      }
+      if (e.index !== s.next) fail(`feed skipped from call ${s.next} to ${e.index} of ${e.stream}`);
+      s.next += 1;
+      if (dropped.has(e.stream)) continue;
+      const done = await replay({ ordinal: e.index, tool_name: e.name, arguments: e.arguments });
+      if (done !== null) s.calls.push(done);
+    }
+    if (batch.done && batch.events.length === 0) return;
+  }
+}
+
+/**
+ * Answers a call identical to one replayed before (same tool, same arguments text) with that
+ * replay: /repo cannot change, so running it again can only give the same result.
+ */
+function onceForSameCalls(replay: (call: ReplayCall) => Promise<ReplayedCall | null>): (call: ReplayCall) => Promise<ReplayedCall | null> {
+  const seen = new Map<string, Promise<ReplayedCall | null>>();
+  return async (call) => {
+    const key = `${call.tool_name}\u0000${call.arguments}`;
+    let done = seen.get(key);
+    if (done === undefined) {
+      done = replay(call);
+      seen.set(key, done);
+    }
+    const result = await done;
+    return result === null ? null : { ...result, ordinal: call.ordinal };
+  };
+}
+
 async function main(): Promise<void> {
   const request = readRequest();
   // /repo is the task's snapshot, immutable and mounted read-only: each directory and file is
   // read once for all the calls replayed here (sandbox/tools/repo-memo.ts).
   memoizeRepositoryReads();
-  const replay = createReplayer(PATHS.repo, request.tools);
-  const calls: ReplayedCall[] = [];
+  const replay = onceForSameCalls(createReplayer(PATHS.repo, request.tools));
   if (request.feed) {
-    // Streamed: each call is replayed while the candidate is still thinking about the next one.
-    let next = 0;
-    for (;;) {
-      const batch = await pull(next);
-      for (const c of batch.calls) {
-        if (c.index !== next) fail(`feed skipped from call ${next} to ${c.index}`);
-        next += 1;
-        const done = await replay({ ordinal: c.index, tool_name: c.name, arguments: c.arguments });
-        if (done !== null) calls.push(done);
-      }
-      if (batch.done && batch.calls.length === 0) break;
-    }
-  } else {
-    for (const call of request.calls) {
-      const done = await replay(call);
-      if (done !== null) calls.push(done);
-    }
+    // Streamed: each call is replayed while its candidate is still thinking about the next one.
+    await replayFeed(replay);
+    return;
+  }
+  const calls: ReplayedCall[] = [];
+  for (const call of request.calls) {
+    const done = await replay(call);
+    if (done !== null) calls.push(done);
   }
   const fd = openSync(PATHS.out, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {

@@ -4,9 +4,10 @@
  * The child's log says which calls ran and what each returned (digests only); the broker's
  * record says which calls the model asked for (name + argument digest). The broker also keeps
  * the raw argument text, which binds to both through its digest. The supervisor re-runs each
- * repository call (read/grep/find/ls) from those arguments in a fresh sandbox with the same
- * policy and limits, and compares each result digest with the logged one: a child that lied
- * about what a tool returned fails the attempt with `child_event_invalid`.
+ * repository call (read/grep/find/ls) from those arguments in a replay sandbox (one per task
+ * for the candidates, the same policy and limits as theirs), and compares each result digest
+ * with the logged one: a child that lied about what a tool returned fails the attempt with
+ * `child_event_invalid`.
  *
  * The replay record (`<task>/replay/<attempt>.json`, kept in the task tarball) holds the raw arguments,
  * the logged digests and what each call depended on, so an offline auditor can replay it again
@@ -213,27 +214,51 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
   }
 }
 
-export interface StreamingReplay {
+/** One attempt's calls in a task's replay sandbox. */
+export interface ReplayStream {
   /**
    * No call will come any more (the candidate's broker has closed): the replay may finish its
-   * last calls and write its output while the supervisor verifies the attempt's log.
+   * last calls and send its results while the supervisor verifies the attempt's log.
    */
   endOfCalls(): void;
-  /** Call once the candidate's broker has closed: waits for the replay and returns what it found, by call index. */
+  /** Call once the candidate's broker has closed: waits for the replay of this attempt's calls, by call index. */
   finish(): Promise<ReplayedCall[]>;
-  /** Stops the replay sandbox (failure paths); safe to call more than once. */
-  abort(): Promise<void>;
+  /** The attempt is abandoned: its queued calls are dropped; safe to call more than once. */
+  abort(): void;
 }
 
+export interface TaskReplay {
+  /** Replays the calls of one attempt (named e.g. `candidate-1.attempt-1`) as the model asks for them. */
+  open(name: string, rawCalls: () => readonly RawToolCall[]): ReplayStream;
+  /** Every attempt has settled: the replay sandbox ends (stopped if it does not at once); safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/** A task's replay sandbox allows this long to leave once told that no attempt will come. */
+const CLOSE_GRACE_MS = 2_000;
+
 /**
- * Starts a replay sandbox beside a running candidate: it replays each tool call as soon as the
- * model has asked for it (fed from the broker's live list of raw calls), so replaying costs
- * little wall time when the candidate spends its time waiting for the model. Each replayed
- * call's `ordinal` is its index in the raw call list.
+ * Starts one replay sandbox for the candidate attempts of a task: it replays each tool call as
+ * soon as a model has asked for it (fed from each broker's live list of raw calls), so replaying
+ * costs little wall time when the candidates spend their time waiting for the model. One sandbox
+ * serves every attempt: one launch, and the repository's files, trees and digests read once for
+ * all of them (an identical call of two attempts is replayed once). Each replayed call's
+ * `ordinal` is its index in its attempt's raw call list.
  */
-export async function startStreamingReplay(options: Omit<SandboxReplayOptions, 'calls'> & { rawCalls: () => readonly RawToolCall[] }): Promise<StreamingReplay> {
-  const started = Date.now();
-  const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
+export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls'>): Promise<TaskReplay> {
+  const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}`, options.owner);
+  const waiting = new Map<string, { resolve: (calls: ReplayedCall[]) => void; reject: (err: Error) => void }>();
+  const arrived = new Map<string, ReplayedCall[] | Error>();
+  let ended: FusionError | undefined;
+  const deliver = (stream: string, outcome: ReplayedCall[] | Error): void => {
+    if (arrived.has(stream)) return;
+    arrived.set(stream, outcome);
+    const w = waiting.get(stream);
+    if (w === undefined) return;
+    waiting.delete(stream);
+    if (outcome instanceof Error) w.reject(outcome);
+    else w.resolve(outcome);
+  };
   let feed: Awaited<ReturnType<typeof startReplayFeed>> | undefined;
   let handle: Awaited<ReturnType<Launcher['launch']>> | undefined;
   const cleanup = async (): Promise<void> => {
@@ -243,11 +268,24 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
   };
   try {
     writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, feed: true });
-    feed = await startReplayFeed(staging.socketPath, options.owner, options.rawCalls);
+    feed = await startReplayFeed(staging.socketPath, {
+      owner: options.owner,
+      maxResultBytes: MAX_REPLAY_OUTPUT_BYTES,
+      onActivity: () => handle?.markActivity(),
+      onResults: (stream, text) => {
+        let replayed: ReplayedCall[] | Error;
+        try {
+          replayed = parseReplayed(text);
+        } catch (err) {
+          replayed = new FusionError('child_failed', `the replay output is invalid: ${(err as Error).message}`);
+        }
+        deliver(stream, replayed);
+      },
+    });
     sandboxLaunches.inc({ backend: options.launcher.name });
     handle = await options.launcher.launch({
       taskId: options.taskId,
-      label: `${options.label}.replay`,
+      label: options.label,
       repoDir: options.repoDir,
       outDir: staging.outDir,
       codeDir: options.codeDir,
@@ -265,47 +303,48 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
   }
   const running = handle;
   const liveFeed = feed;
-  let settled = false;
+  let closed = false;
+  // However the sandbox ends, a stream still waiting for its results has none coming.
+  void running.exit.then((exit) => {
+    if (exit.reason !== 'exited' || exit.exitCode !== 0) {
+      // Stopped with its stage (a failed sibling, a cancel) or after its last answer is no failure of its own.
+      if (!closed && options.signal?.aborted !== true) sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+      ended = new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
+    } else {
+      ended = new FusionError('child_failed', 'the replay sandbox ended before it answered every attempt');
+    }
+    for (const stream of [...waiting.keys()]) deliver(stream, ended);
+  });
   return {
-    endOfCalls: () => liveFeed.markDone(),
-    async finish() {
-      try {
-        liveFeed.markDone();
-        const exit = await running.exit;
-        if (exit.reason !== 'exited' || exit.exitCode !== 0) {
-          sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
-          throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
-        }
-        const replayed = readReplayOutput(join(staging.outDir, 'replay.json'));
-        replayCallsTotal.inc(replayed.length);
-        stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
-        return replayed;
-      } finally {
-        settled = true;
-        await cleanup();
-      }
+    open(name, rawCalls) {
+      const started = Date.now();
+      liveFeed.open(name, rawCalls);
+      return {
+        endOfCalls: () => liveFeed.end(name),
+        async finish() {
+          liveFeed.end(name);
+          const outcome = arrived.get(name) ?? await new Promise<ReplayedCall[]>((resolve, reject) => {
+            if (ended !== undefined) reject(ended);
+            else waiting.set(name, { resolve, reject });
+          });
+          if (outcome instanceof Error) throw outcome;
+          replayCallsTotal.inc(outcome.length);
+          stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+          return outcome;
+        },
+        abort: () => liveFeed.end(name, true),
+      };
     },
-    async abort() {
-      if (settled) return;
-      settled = true;
+    async close() {
+      if (closed) return;
+      closed = true;
+      liveFeed.markDone();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([running.exit, new Promise((resolve) => { timer = setTimeout(resolve, CLOSE_GRACE_MS); })]);
+      clearTimeout(timer);
       await cleanup();
     },
   };
-}
-
-function readReplayOutput(out: string): ReplayedCall[] {
-  let st;
-  try {
-    st = lstatSync(out);
-  } catch {
-    throw new FusionError('child_failed', 'the replay sandbox wrote no replay.json');
-  }
-  if (!st.isFile() || st.size > MAX_REPLAY_OUTPUT_BYTES) throw new FusionError('child_failed', 'the replay sandbox wrote no usable replay.json');
-  try {
-    return parseReplayed(readFileSync(out, 'utf8'));
-  } catch (err) {
-    throw new FusionError('child_failed', `the replay output is invalid: ${(err as Error).message}`);
-  }
 }
 
 /**

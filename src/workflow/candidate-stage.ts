@@ -15,7 +15,7 @@ import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
-import { beginAttemptReplay, type AttemptReplay } from './replay-attempt.js';
+import { startCandidateReplay, type AttemptReplay, type CandidateReplay } from './replay-attempt.js';
 import { settleAttempt } from './settle-attempt.js';
 import { activityReporter } from './activity-progress.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
@@ -78,13 +78,14 @@ export async function runCandidates(
   run.signal.addEventListener('abort', onTaskAbort, { once: true });
   let firstError: FusionError | undefined;
   const slots = [1, 2, 3] as const;
+  const replay = stageReplay(deps, run, stageAc.signal);
   try {
     const settled = await Promise.allSettled(
       slots.map((slot) => {
         const before = finished.find((f) => f.answer.slot === slot);
         if (before) return Promise.resolve(before.answer);
         const pages: RunState['fetched'] = [];
-        return runCandidateWithRetry(deps, run, slot, messages, stageAc.signal, pages)
+        return runCandidateWithRetry(deps, run, slot, messages, stageAc.signal, pages, replay.get)
           .catch((err: unknown) => {
           const fe = toFusionError(err, 'child_failed', `candidate-${slot}`);
           if (!firstError) {
@@ -100,22 +101,58 @@ export async function runCandidates(
     if (firstError) throw firstError;
     return settled.map((s) => (s as PromiseFulfilledResult<CandidateAnswer>).value);
   } finally {
+    await replay.close();
     run.signal.removeEventListener('abort', onTaskAbort);
   }
 }
 
-async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched']): Promise<CandidateAnswer> {
+/** How an attempt reaches the stage's replay sandbox (undefined: replay is off). */
+type ReplayGetter = () => Promise<CandidateReplay> | undefined;
+
+/**
+ * The stage's one replay sandbox, started when the first attempt asks for it. A launch that
+ * failed transiently is tried again when an attempt is retried for the same reason.
+ */
+function stageReplay(deps: WorkflowDeps, run: RunState, signal: AbortSignal): { get: ReplayGetter; close: () => Promise<void> } {
+  let starting: Promise<CandidateReplay> | undefined;
+  let failed: FusionError | undefined;
+  let launches = 0;
+  const get: ReplayGetter = () => {
+    if (deps.replay === false) return undefined;
+    const retry = failed !== undefined && failed.code === 'launch_failed' && failed.retryable && launches < 2 && !signal.aborted;
+    if (starting === undefined || retry) {
+      failed = undefined;
+      launches += 1;
+      starting = startCandidateReplay(deps, run, { tools: candidateTools(run.canonicalInput.workflow), sandbox: sandboxChoice(run), signal });
+      starting.catch((err: unknown) => {
+        failed = toFusionError(err);
+      });
+    }
+    return starting;
+  };
+  return {
+    get,
+    async close() {
+      const started = await starting?.catch(() => undefined);
+      await started?.close().catch(() => undefined);
+    },
+  };
+}
+
+async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched'], replayFor: ReplayGetter): Promise<CandidateAnswer> {
   try {
-    return await runCandidateAttempt(deps, run, slot, messages, signal, pages);
+    return await runCandidateAttempt(deps, run, slot, messages, signal, pages, replayFor);
   } catch (err) {
     const fe = toFusionError(err);
     if (fe.code !== 'launch_failed' || !fe.retryable || signal.aborted) throw fe;
     run.log.warn({ slot, err: fe.message }, 'transient launch failure; retrying once');
-    return runCandidateAttempt(deps, run, slot, messages, signal, pages);
+    return runCandidateAttempt(deps, run, slot, messages, signal, pages, replayFor);
   }
 }
 
-async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched']): Promise<CandidateAnswer> {
+async function runCandidateAttempt(
+  deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched'], replayFor: ReplayGetter,
+): Promise<CandidateAnswer> {
   const stage = `candidate-${slot}`;
   const { store } = run.control;
   const rec = await store.startAttempt(run.task.id, stage);
@@ -169,17 +206,13 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
   let detail: Record<string, unknown> = {};
   let tarball: { path: string; sha256: string } | undefined;
   let replay: AttemptReplay | undefined;
-  let replayStarting: Promise<AttemptReplay> | undefined;
   let finished: FinishedCandidate | undefined;
   try {
     await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
-    // Do not believe the child about what the repository tools returned: a replay sandbox
-    // re-runs each call as the model asks for it, compared once the log is verified.
-    // It starts beside the candidate (not before it): the feed serves every call whenever it connects.
-    if (deps.replay !== false) {
-      replayStarting = beginAttemptReplay(deps, run, { name, destDir, tools, rawCalls: () => broker.requestedCalls, sandbox: sandboxChoice(run), signal });
-      replayStarting.catch(() => undefined); // awaited below; never an unhandled rejection meanwhile
-    }
+    // Do not believe the child about what the repository tools returned: the stage's replay
+    // sandbox re-runs each call as the model asks for it, compared once the log is verified.
+    // It starts beside the candidates (not before them): the feed serves every call whenever it connects.
+    const replayStarting = replayFor();
     const launcher = await deps.launcherFor(sandboxChoice(run));
     handle = await launcher.launch({
       taskId: run.task.id,
@@ -194,7 +227,7 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
       limits: deps.sandboxLimits,
       signal,
     });
-    if (replayStarting) replay = await replayStarting;
+    if (replayStarting) replay = (await replayStarting).attempt({ name, destDir, rawCalls: () => broker.requestedCalls });
     // The launcher measures /out (every file and byte, at any depth) and stops the sandbox over its caps.
     const exit = await handle.exit;
     detail = { exit: exitSummary(exit) };
@@ -230,8 +263,8 @@ async function runCandidateAttempt(deps: WorkflowDeps, run: RunState, slot: 1 | 
     throw fe;
   } finally {
     if (handle) await handle.kill().catch(() => undefined);
-    replay ??= await replayStarting?.catch(() => undefined);
-    await replay?.abort().catch(() => undefined);
+    // Its calls need no replay any more (a no-op once the replay has answered).
+    replay?.abort();
     await broker.close().catch(() => undefined);
     // Every model call this attempt made was paid for, whether the attempt succeeded or not.
     if (broker.usage.requests > 0) run.usage.push(usageEntry(stage, provider, broker.usage));

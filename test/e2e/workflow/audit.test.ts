@@ -17,6 +17,7 @@ import { SqliteDb } from '../../../src/store/sqlite-db.js';
 import { silentLogger } from '../../../src/log.js';
 import type { ModelProvider } from '../../../src/models/port.js';
 import { RIGHT_FILE, builtin, builtinRoster, describeWithBwrap, slowCandidate, startE2EDaemon, wrapProvider, type E2EDaemon } from './helpers.js';
+import { CANDIDATE_REPLAY_LABEL } from '../../../src/workflow/replay-attempt.js';
 
 function captureIo(): Io & { out: string; err: string } {
   const io = { out: '', err: '', stdout: (t: string) => void (io.out += t), stderr: (t: string) => void (io.err += t), readStdin: () => '' };
@@ -323,16 +324,16 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
     }, 120_000);
 
     it('a tool result that differs from a replay fails the attempt with an audit error', async () => {
-      // candidate-1's replay sandbox sees the ground truth: a repository where the file the
-      // candidates read differs. What candidate-1 logged (and sent to the model) is then not what
-      // the read-only repository gives, exactly as if the child had forged its tool results.
+      // The replay sandbox sees the ground truth: a repository where the file the candidates
+      // read differs. What the candidates logged (and sent to the model) is then not what the
+      // read-only repository gives, exactly as if each child had forged its tool results.
       const truth = mkdtempSync(join(scratch, 'truth-'));
       chmodSync(truth, 0o755);
       let repo = '';
       d = await startE2EDaemon({
         hooks: {
           beforeLaunch: (spec) => {
-            if (spec.label !== 'candidate-1.attempt-1.replay') return spec;
+            if (spec.label !== CANDIDATE_REPLAY_LABEL) return spec;
             cpSync(repo, truth, { recursive: true });
             const file = join(truth, RIGHT_FILE);
             writeFileSync(file, readFileSync(file, 'utf8').replace(/refill/gi, 'restock'));
@@ -347,14 +348,14 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       expect(task.error.code, task.error.message).toBe('child_event_invalid');
       expect(task.error.message).toMatch(/tool-call replay failed: call \d+ \((read|grep|find|ls)\): the logged result .* differs from a replay over the read-only repository/);
       // The replay record is kept in the sealed tarball, showing the differing digests, and its
-      // attempt is the failed one.
+      // attempt is a failed one (the first attempt caught fails the run; the others stop).
       const members = readMembers((await d.daemon.store.getTaskTarball(taskId))!.data);
       const records = members.filter((m) => m.name.endsWith('.replay.json')).map((m) => ({
         name: /attempts\/(candidate-\d)\.attempt-1\.replay\.json/.exec(m.name)![1],
         calls: (JSON.parse(m.data.toString('utf8')) as { calls: Array<{ result_sha256: string; replayed_sha256: string }> }).calls,
       }));
       const forged = records.filter((r) => r.calls.some((c) => c.result_sha256 !== c.replayed_sha256));
-      expect(forged.map((r) => r.name)).toEqual(['candidate-1']);
+      expect(forged.length).toBeGreaterThan(0);
       const attempts = await d.daemon.store.listAttempts(taskId);
       for (const r of forged) expect(attempts.find((a) => a.stage === r.name)?.status).toBe('failed');
       expect(existsSync(join(d.home, 'tasks', taskId, 'result'))).toBe(false);

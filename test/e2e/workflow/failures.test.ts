@@ -60,8 +60,8 @@ describeWithBwrap('fusion workflow e2e: failures', () => {
     });
     const { taskId } = await d.submit();
     await siblingsUp.done;
-    // Every sandbox of the task, down to the node child, while all three run (with the replay
-    // sandbox beside each candidate).
+    // Every sandbox of the task, down to the node child, while all three run (with the task's
+    // replay sandbox beside them).
     const snapshot: ProcInfo[] = await waitFor('three sandboxes with their children', () => {
       const candidates = d!.launches.filter((l) => !l.label.endsWith('.replay')).map((l) => l.pid!).filter(Boolean);
       const tree = treeOf(d!.launches.map((l) => l.pid!).filter(Boolean));

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
+import { CANDIDATE_REPLAY_LABEL } from '../../../src/workflow/replay-attempt.js';
 import {
   isSandboxUid,
   DIST,
@@ -54,7 +55,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     cleanups.push(() => d.close());
     const { taskId } = await d.submit();
     await entered.done;
-    // Three candidate sandboxes (each with its replay sandbox beside it).
+    // Three candidate sandboxes (and the task's replay sandbox beside them).
     const snapshot: ProcInfo[] = await waitFor('three sandboxes with their children', () => {
       const candidates = d.launches.filter((l) => !l.label.endsWith('.replay')).map((l) => l.pid!).filter(Boolean);
       const tree = treeOf(d.launches.map((l) => l.pid!).filter(Boolean));
@@ -62,14 +63,14 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     });
     expect(snapshot.every((p) => isSandboxUid(p.uid))).toBe(true);
     if (process.getuid?.() === 0) {
-      // One uid per sandbox: no two live sandboxes (three candidates, their replays) share one.
+      // One uid per sandbox: no two live sandboxes (three candidates, their replay) share one.
       const uidOfLaunch = d.launches.map((l) => treeOf([l.pid!]).find((p) => p.pid === l.pid)?.uid).filter((u) => u !== undefined);
       expect(uidOfLaunch.length).toBeGreaterThanOrEqual(3);
       expect(new Set(uidOfLaunch).size).toBe(uidOfLaunch.length);
     }
     // The probe used after the run sees them too (it is not vacuous).
     expect(ourSandboxProcesses().length).toBeGreaterThanOrEqual(9);
-    expect(readdirSync(d.runRoot).sort()).toEqual(['candidate-1', 'candidate-2', 'candidate-3'].flatMap((s) => [`${taskId.slice(-12)}-${s}.attempt-1`, `${taskId.slice(-12)}-${s}.attempt-1-rp`]));
+    expect(readdirSync(d.runRoot).sort()).toEqual([...['candidate-1', 'candidate-2', 'candidate-3'].map((s) => `${taskId.slice(-12)}-${s}.attempt-1`), `${taskId.slice(-12)}-${CANDIDATE_REPLAY_LABEL}`]);
     expect((await d.daemon.store.getTask(taskId))!.state).toBe('candidates_running');
 
     const started = Date.now();
@@ -108,7 +109,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     const taskId = receipt.taskId;
     await waitFor('three candidates inside a model call', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length === 3, 30_000);
     const launched = first.lines().filter((l) => l.startsWith('LAUNCH '));
-    // Three candidates, each with its replay sandbox beside it.
+    // Three candidates, and the task's replay sandbox beside them.
     const bwrapPids = launched.filter((l) => !l.split(' ')[1]!.endsWith('.replay')).map((l) => Number(l.split(' ')[2]));
     expect(bwrapPids).toHaveLength(3);
     const snapshot = treeOf(launched.map((l) => Number(l.split(' ')[2])));

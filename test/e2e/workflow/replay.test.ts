@@ -15,7 +15,9 @@ import { CANDIDATE_TOOLS, REJECTED_CALL_EVENT, SCHEMA } from '../../../src/contr
 import { rejectionOf } from '../../../src/contracts/tool-rejection.js';
 import type { BrokerRecord, ToolCallLogRecord } from '../../../src/contracts/broker-record.js';
 import { crossCheckConversation } from '../../../src/audit/cross-check.js';
-import { buildReplayRecord, compareReplay, replayInSandbox, replayInputs, replayRecordOffline } from '../../../src/audit/replay.js';
+import {
+  alignStreamedReplay, buildReplayRecord, compareReplay, replayInSandbox, replayInputs, replayRecordOffline, startTaskReplay, type RawToolCall,
+} from '../../../src/audit/replay.js';
 import { runTool } from '../../../sandbox/tools/index.js';
 import { DIST, copyFixtureRepo, describeWithBwrap } from './helpers.js';
 
@@ -130,6 +132,60 @@ describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
       });
       expect(replayed.map((r) => r.result_sha256)).toEqual(truth.map(sha));
       expect(() => compareReplay(log, replayed)).toThrow(new RegExp(`^tool-call replay failed: call ${ordinal} \\(grep\\): the logged result`));
+    }
+  }, 60_000);
+
+  // One replay sandbox serves every candidate attempt of a task, each a stream of its own: each
+  // stream is answered by its own call indexes, a call another attempt also made (replayed once)
+  // included, and a lie in one attempt is caught against that answer.
+  it('one replay sandbox answers the calls of several attempts, each on its own, and a lie in one is caught', async () => {
+    const raw = calls.map((c) => ({ name: c.name, arguments: c.args }));
+    const truth = await Promise.all(calls.map(async (c) => {
+      const r = await runTool(c.name, fixture.repo, c.args === '' ? {} : JSON.parse(c.args));
+      return r.ok ? r.text : r.error;
+    }));
+    const task = await startTaskReplay({
+      launcher, taskId: 'investigate-replaytask', label: 'candidates.replay', repoDir: fixture.repo, codeDir: DIST, runRoot,
+      owner: null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
+    });
+    try {
+      const first: RawToolCall[] = [];
+      const second: RawToolCall[] = [];
+      const abandoned: RawToolCall[] = [raw[0]!];
+      const a = task.open('candidate-1.attempt-1', () => first);
+      const b = task.open('candidate-2.attempt-1', () => second);
+      task.open('candidate-3.attempt-1', () => abandoned).abort();
+      // Calls come while the replay runs, as the models ask for them.
+      first.push(raw[0]!, raw[1]!);
+      second.push(raw[1]!);
+      a.endOfCalls();
+      second.push(raw[2]!);
+      const [ra, rb] = await Promise.all([a.finish(), b.finish()]);
+      expect(ra.map((r) => [r.ordinal, r.tool_name, r.result_sha256])).toEqual([[0, 'read', sha(truth[0]!)], [1, 'grep', sha(truth[1]!)]]);
+      expect(rb.map((r) => [r.ordinal, r.tool_name, r.result_sha256])).toEqual([[0, 'grep', sha(truth[1]!)], [1, 'ls', sha(truth[2]!)]]);
+      const truthful = [logRecord(0, 'grep', calls[1]!.args, truth[1]!), logRecord(1, 'ls', calls[2]!.args, truth[2]!)];
+      expect(() => compareReplay(truthful, alignStreamedReplay(truthful, rb))).not.toThrow();
+      const lie = [logRecord(0, 'grep', calls[1]!.args, 'src/token-bucket.js:1:nothing to see here'), truthful[1]!];
+      expect(() => compareReplay(lie, alignStreamedReplay(lie, rb))).toThrow(/^tool-call replay failed: call 0 \(grep\): the logged result/);
+    } finally {
+      await task.close();
+    }
+  }, 60_000);
+
+  it('an attempt whose replay sandbox has ended fails instead of waiting for an answer', async () => {
+    let handle: Awaited<ReturnType<typeof launcher.launch>> | undefined;
+    const watched = { ...launcher, launch: async (spec: Parameters<typeof launcher.launch>[0]) => (handle = await launcher.launch(spec)) };
+    const task = await startTaskReplay({
+      launcher: watched, taskId: 'investigate-replaystop', label: 'candidates.replay', repoDir: fixture.repo, codeDir: DIST, runRoot,
+      owner: null, limits: DEFAULT_SANDBOX_LIMITS, tools: TOOLS,
+    });
+    try {
+      const stream = task.open('candidate-1.attempt-1', () => [{ name: 'ls', arguments: '' }]);
+      await handle!.kill();
+      expect((await handle!.exit).reason).not.toBe('exited');
+      await expect(stream.finish()).rejects.toMatchObject({ code: 'child_failed', message: expect.stringMatching(/^the replay sandbox ended/) });
+    } finally {
+      await task.close();
     }
   }, 60_000);
 
