@@ -198,10 +198,15 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
   let hostileTask = '';
   let heldTask = '';
   let runId = '';
+  let aliceTask = '';
 
   it('renders every page; hostile objective and page text stay text and never execute', async () => {
     hostileTask = await submit(`Where do tokens refill? ${HOSTILE}`);
     heldTask = await submit(`Find the token bucket refill (${HOLD})`);
+    // Alice's own task, submitted as her uid over the group socket; it runs beside the others.
+    const mine = await socketCallAs(alice, 'POST', '/v1/tasks/investigate', { arguments: { ...REFILL_ARGS, objective: 'Alice asks where the refill happens' }, repo });
+    expect(mine.status).toBe(202);
+    aliceTask = (JSON.parse(mine.text) as { taskId: string }).taskId;
     const key = await createKey(daemon!.researchDbFile, 'ws_dash');
     const created = await rootSocketCall('POST', '/api/v1/research', { query: 'token bucket refill', sourceUrls: [site!.url('/hostile.txt')], limits: { maxDepth: 0 } }, { authorization: `Bearer ${key}`, 'idempotency-key': `dash-${tag}` });
     expect(created.status).toBe(202);
@@ -268,9 +273,6 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
   }, 150_000);
 
   it('a socket-group member sees only its own tasks; a user outside the group is refused', async () => {
-    const mine = await socketCallAs(alice, 'POST', '/v1/tasks/investigate', { arguments: { ...REFILL_ARGS, objective: 'Alice asks where the refill happens' }, repo });
-    expect(mine.status).toBe(202);
-    const aliceTask = (JSON.parse(mine.text) as { taskId: string }).taskId;
 
     const ctx = await browserAs(alice);
     const { page } = await watchedPage(ctx);
@@ -290,13 +292,15 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
       expect(r.status).toBe(404);
       expect(r.text).not.toContain('refill');
     }
-    expect((await fetchInPage(`/tasks/${aliceTask}/audit.tar`)).status).toBe(404);
+    // Her own task, its page and, once sealed, its tarball are hers to read.
+    await waitFor("alice's task to be sealed", async () => (await daemon!.store.getTaskTarball(aliceTask)) !== null, 90_000, 200);
+    expect((await fetchInPage(`/tasks/${aliceTask}`)).status).toBe(200);
+    expect((await fetchInPage(`/tasks/${aliceTask}/audit.tar`)).status).toBe(200);
 
     const outsider = await browserAs(carol);
     const other = await outsider.newPage();
     const answer = await other.goto(`${origin}/`);
     expect(answer?.status()).toBe(403);
     expect(await other.locator('main').innerText()).toContain('may not use this dashboard');
-    await daemon!.tasks.cancel(aliceTask).catch(() => undefined);
   }, 120_000);
 });
