@@ -203,10 +203,12 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
   it('renders every page; hostile objective and page text stay text and never execute', async () => {
     hostileTask = await submit(`Where do tokens refill? ${HOSTILE}`);
     heldTask = await submit(`Find the token bucket refill (${HOLD})`);
-    // Alice's own task, submitted as her uid over the group socket; it runs beside the others.
+    // Alice's own task, submitted as her uid over the group socket.
     const mine = await socketCallAs(alice, 'POST', '/v1/tasks/investigate', { arguments: { ...REFILL_ARGS, objective: 'Alice asks where the refill happens' }, repo });
     expect(mine.status).toBe(202);
     aliceTask = (JSON.parse(mine.text) as { taskId: string }).taskId;
+    // Cancelled at once (sealed, with its tarball): her task need not compete for the two cores CI has.
+    await client.call('POST', `/v1/tasks/${aliceTask}/cancel`);
     const key = await createKey(daemon!.researchDbFile, 'ws_dash');
     const created = await rootSocketCall('POST', '/api/v1/research', { query: 'token bucket refill', sourceUrls: [site!.url('/hostile.txt')], limits: { maxDepth: 0 } }, { authorization: `Bearer ${key}`, 'idempotency-key': `dash-${tag}` });
     expect(created.status).toBe(202);
