@@ -249,7 +249,7 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
 
     for (const url of [`${origin}/tasks/${hostileTask}`, `${origin}/research/${runId}`, `${origin}/tasks`]) {
       await page.goto(url);
-      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+      expect(await page.evaluate(() => (globalThis as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
       expect(await page.title()).not.toContain('pwned');
       expect(await page.locator('main img, main svg, main script').count()).toBe(0);
     }
@@ -265,10 +265,10 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
     expect(await page.locator('tr.attempt[data-status="running"]').count()).toBe(3);
     await shoot(page, 'task-running');
     // Marks this document: a reload would lose the mark.
-    await page.evaluate(() => ((window as unknown as { __sameDocument: boolean }).__sameDocument = true));
+    await page.evaluate(() => ((globalThis as unknown as { __sameDocument: boolean }).__sameDocument = true));
     release();
-    await page.waitForFunction(() => document.querySelector('#task-state')?.textContent === 'completed', undefined, { timeout: 100_000, polling: 250 });
-    expect(await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
+    await page.waitForFunction("document.querySelector('#task-state')?.textContent === 'completed'", undefined, { timeout: 100_000, polling: 250 });
+    expect(await page.evaluate(() => (globalThis as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
     expect(await page.locator('tr.attempt[data-stage="merger"][data-status="succeeded"]').count()).toBe(1);
     expect(await page.locator('main[data-live]').count()).toBe(0);
     expect(reports).toEqual([]);
