@@ -267,7 +267,8 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
     // Marks this document: a reload would lose the mark.
     await page.evaluate(() => ((globalThis as unknown as { __sameDocument: boolean }).__sameDocument = true));
     release();
-    await page.waitForFunction("document.querySelector('#task-state')?.textContent === 'completed'", undefined, { timeout: 100_000, polling: 250 });
+    // A function, not a string: the page's CSP forbids eval, which a string predicate needs.
+    await page.waitForFunction(() => (globalThis as unknown as { document: { querySelector(s: string): { textContent: string | null } | null } }).document.querySelector('#task-state')?.textContent === 'completed', undefined, { timeout: 100_000, polling: 250 });
     expect(await page.evaluate(() => (globalThis as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
     expect(await page.locator('tr.attempt[data-stage="merger"][data-status="succeeded"]').count()).toBe(1);
     expect(await page.locator('main[data-live]').count()).toBe(0);
