@@ -5,7 +5,7 @@
 SHELL := /bin/bash
 NODE_BIN := node_modules/.bin
 
-.PHONY: setup deps system-deps build native lint typecheck test unit run bench bench-short clean
+.PHONY: setup deps system-deps build native lint typecheck test unit run screenshots bench bench-short clean
 
 setup: system-deps deps build
 
@@ -44,6 +44,11 @@ typecheck: deps
 
 test: setup lint typecheck
 	FUSION_TEST_SKIP_BUILD=1 $(NODE_BIN)/vitest run
+
+# The dashboard's screenshots in docs/dashboard/, taken by its browser test (as root: it
+# creates test users; needs chromium, which system-deps installs).
+screenshots: setup
+	FUSION_TEST_SKIP_BUILD=1 FUSION_SCREENSHOTS_DIR=$(CURDIR)/docs/dashboard $(NODE_BIN)/vitest run test/e2e/dashboard/dashboard.test.ts
 
 run: setup
 	node dist/src/cli/main.js investigate --repo $(CURDIR) --wait \

@@ -25,6 +25,7 @@ export const LAYERS = [
   ['src/audit'],
   ['src/workflow'],
   ['src/api', 'src/maintenance', 'src/instrument.ts'],
+  ['src/dashboard'],
   ['src/daemon'],
   ['src/main.ts', 'src/config'],
   ['src/client'],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs and starts what the sandboxes and tests need, when missing: bubblewrap (candidate
-# sandboxes), iproute2, util-linux (prlimit, setpriv), redis-server (the research-queue tests
+# sandboxes), iproute2, util-linux (prlimit, setpriv), chromium (the dashboard's browser test), redis-server (the research-queue tests
 # start their own redis-server processes on random loopback ports; no system service is used),
 # postgresql (likewise: the PostgreSQL store tests start their own servers). Runs apt only as root and only for what is
 # absent, so it is fast and harmless on a machine that already has everything.
@@ -16,6 +16,9 @@ command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 # systemd-analyze: the docs test verifies the shipped unit (examples/systemd/fusion.service).
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# Headless Chromium: the dashboard's browser test (test/e2e/dashboard) drives /usr/bin/chromium
+# through playwright-core (no browser download: Debian's package is the browser).
+[[ -x /usr/bin/chromium ]] || need+=(chromium)
 
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

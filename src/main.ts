@@ -26,6 +26,7 @@ import { startTaskSide } from './daemon/task-side.js';
 import { recoverTasks } from './daemon/recover.js';
 import { startSchedulers } from './daemon/schedulers.js';
 import { apiContextOf, listen } from './daemon/listeners.js';
+import { dashboardAddress, startDashboardListener } from './daemon/dashboard.js';
 import { stopWithin } from './daemon/shutdown.js';
 import type { Daemon, DaemonOverrides } from './daemon/types.js';
 
@@ -73,6 +74,7 @@ async function startWithin(life: Lifecycle, config: DaemonConfig, overrides: Dae
   const access = socketAccess(config, log, overrides.peerCredAddon);
   const tcpAddress = config.listen === undefined ? undefined : parseListenAddress(config.listen);
   if (tcpAddress) assertListenAllowed(tcpAddress, config.listenPublic);
+  const dashboardAt = dashboardAddress(config);
   mkdirSync(dataPaths(config.home).tasksDir, { recursive: true, mode: 0o700 });
   // Before anything shared is touched: refuse to run beside a live daemon on the same socket.
   await assertNoLiveDaemon(config.socketPath);
@@ -99,8 +101,10 @@ async function startWithin(life: Lifecycle, config: DaemonConfig, overrides: Dae
     dispatcher: side.dispatcher, cluster, sandboxes, signingKey, maintenance, research, readOnly,
   });
   const tcp = await listen(config, api, access, tcpAddress, life);
+  const dashboard = await startDashboardListener({ log, tasks, store, api, research, dispatcher: side.dispatcher, cluster, sandboxes, maintenance, access }, dashboardAt, life);
   log.info({ socket: config.socketPath, home: config.home, pid: process.pid }, 'fusion daemon listening');
   if (tcp) log.info({ host: tcp.host, port: tcp.port }, 'research API listening on TCP (only /api/v1/research and /v1/health)');
+  if (dashboard) log.info({ url: dashboard.url }, 'read-only dashboard listening');
 
   let announced = false;
   const close = (): Promise<void> => {
@@ -120,6 +124,7 @@ async function startWithin(life: Lifecycle, config: DaemonConfig, overrides: Dae
     signingKey,
     maintenance,
     tcp,
+    dashboard,
     close,
     stop,
   };

@@ -110,7 +110,7 @@ function listQuery(req: IncomingMessage): { limit: number; cursor?: string } {
  * limit is refused before its key is looked at, each attempt counts against the address while
  * it is being authenticated, and each 401 counts after.
  */
-async function principalOf(ctx: ResearchApiContext, req: IncomingMessage, throttle: AuthFailureThrottle | undefined): Promise<Principal> {
+export async function principalOf(ctx: Pick<ResearchApiContext, 'keys'>, req: IncomingMessage, throttle: AuthFailureThrottle | undefined): Promise<Principal> {
   if (throttle === undefined) return authenticate(ctx.keys, req.headers.authorization);
   const settle = await throttle.begin(req.socket.remoteAddress);
   try {

@@ -89,7 +89,7 @@ export function taskView(task: TaskRecord): Record<string, unknown> {
 }
 
 /** The task's objective (from its canonical input's request text), for lists a person reads; null when unreadable. */
-function objectiveOf(canonicalInput: string): string | null {
+export function objectiveOf(canonicalInput: string): string | null {
   try {
     const text = (JSON.parse(canonicalInput) as { request?: { text?: unknown } }).request?.text;
     const objective = typeof text === 'string' ? (JSON.parse(text) as { objective?: unknown }).objective : undefined;

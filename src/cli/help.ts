@@ -52,6 +52,7 @@ const DAEMON_USAGE = `  fusion daemon [--socket PATH] [--data DIR] [--sandbox au
                 ${MODEL_FLAGS}
                 [--resolve HOST:IP…] [--allow-cidr CIDR…]
                 [--listen HOST:PORT [--listen-public]]   research API over TCP (loopback unless --listen-public)
+                [--dashboard HOST:PORT]                  read-only web dashboard (loopback: callers by local uid)
                 [--research-store sqlite|memory] [--research-db FILE] [--research-user-agent UA]
                 [--research-queue-prefix bull|cluster|PREFIX]   Redis prefix of the research-runs queue (default bull)
                 [--database-url postgres://…]            cluster mode: state and artefacts in PostgreSQL

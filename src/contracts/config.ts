@@ -50,8 +50,10 @@ export const DaemonConfigSchema = z
     egressAllowCidrs: z.array(z.string()).default([]),
     /** Opt-in TCP listener for the research API, `HOST:PORT`; loopback unless listenPublic. */
     listen: z.string().min(1).optional(),
-    /** Allows a non-loopback `listen` address (plain HTTP: put TLS in front). */
+    /** Allows a non-loopback `listen` or `dashboard` address (plain HTTP: put TLS in front). */
     listenPublic: z.boolean().default(false),
+    /** Opt-in read-only web dashboard, `HOST:PORT`; loopback unless listenPublic (then a workspace key per request). */
+    dashboard: z.string().min(1).optional(),
     /** Where research runs live: the durable SQLite file (default) or process memory (lost on restart). */
     researchStore: z.enum(['sqlite', 'memory']).default('sqlite'),
     /** Research database file (runs and API keys); default the data directory's store. Daemons sharing one Redis share this file. */

@@ -64,6 +64,8 @@ export interface Daemon {
   maintenance: MaintenanceScheduler;
   /** The TCP listener of the research API, when `listen` is configured. */
   tcp: { host: string; port: number } | null;
+  /** The read-only dashboard, when `dashboard` is configured (`url` is its origin). */
+  dashboard: { host: string; port: number; url: string } | null;
   close(): Promise<void>;
   /**
    * `close()` bounded by `shutdownTimeoutS` (SIGTERM/SIGINT): a stop ends in time whatever the

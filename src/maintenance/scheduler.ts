@@ -17,9 +17,24 @@ export interface MaintenanceJob {
   run(): Promise<unknown>;
 }
 
+/** One finished maintenance run, as the dashboard lists it. */
+export interface MaintenanceRunRecord {
+  job: MaintenanceJobName;
+  startedAt: string;
+  durationMs: number;
+  outcome: 'ok' | 'failed';
+  /** The job's summary (ok) or the error's code and message (failed). */
+  summary: unknown;
+}
+
+/** How many finished runs are remembered (in memory: the log holds the full history). */
+export const RECENT_MAINTENANCE_RUNS = 50;
+
 export interface MaintenanceScheduler {
   /** Runs one job now, outside the schedule (admin command, tests); resolves with its summary. */
   runNow(name: MaintenanceJobName): Promise<unknown>;
+  /** The last finished runs since start-up, newest first. */
+  recentRuns(): MaintenanceRunRecord[];
   stop(): Promise<void>;
 }
 
@@ -27,6 +42,11 @@ export async function startMaintenance(options: { jobFile: string; jobs: readonl
   const log = options.log.child({ component: 'maintenance' });
   const byName = new Map(options.jobs.map((j) => [j.name, j]));
   const inFlight = new Map<string, Promise<unknown>>();
+  const recent: MaintenanceRunRecord[] = [];
+  const remember = (run: MaintenanceRunRecord): void => {
+    recent.unshift(run);
+    recent.length = Math.min(recent.length, RECENT_MAINTENANCE_RUNS);
+  };
 
   const runJob = (name: MaintenanceJobName): Promise<unknown> => {
     const existing = inFlight.get(name);
@@ -34,14 +54,18 @@ export async function startMaintenance(options: { jobFile: string; jobs: readonl
     const job = byName.get(name);
     if (!job) return Promise.reject(new Error(`no maintenance job ${name}`));
     const started = Date.now();
+    const startedAt = new Date(started).toISOString();
     const p = job.run().then(
       (summary) => {
         maintenanceRuns.inc({ job: name, outcome: 'ok' });
+        remember({ job: name, startedAt, durationMs: Date.now() - started, outcome: 'ok', summary });
         log.info({ job: name, durationMs: Date.now() - started, summary }, 'maintenance job finished');
         return summary;
       },
       (err: unknown) => {
         maintenanceRuns.inc({ job: name, outcome: 'failed' });
+        const fe = toFusionError(err);
+        remember({ job: name, startedAt, durationMs: Date.now() - started, outcome: 'failed', summary: { code: fe.code, message: fe.message } });
         log.error({ job: name, durationMs: Date.now() - started, err: toFusionError(err) }, 'maintenance job failed');
         throw err;
       },
@@ -70,6 +94,7 @@ export async function startMaintenance(options: { jobFile: string; jobs: readonl
 
   return {
     runNow: runJob,
+    recentRuns: () => [...recent],
     async stop() {
       await bree.stop().catch(() => undefined);
       await Promise.allSettled([...inFlight.values()]);
