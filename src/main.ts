@@ -15,6 +15,7 @@ import { dataPaths } from './tasks/paths.js';
 import { assertNoLiveDaemon } from './api/socket-server.js';
 import { assertListenAllowed, parseListenAddress } from './api/tcp-listener.js';
 import { loadSigningKey } from './audit/signing.js';
+import { loadUnsignedBeforeKey } from './audit/unsigned-before-key.js';
 import { Lifecycle } from './daemon/lifecycle.js';
 import { ownDataDir, prepareHome } from './daemon/data-dir.js';
 import { socketAccess } from './daemon/socket-access.js';
@@ -80,6 +81,10 @@ async function startWithin(life: Lifecycle, config: DaemonConfig, overrides: Dae
   await assertNoLiveDaemon(config.socketPath);
   // A signing key readable by others is a start-up error, not a silent unsigned run.
   const signingKey = loadSigningKey(config.home);
+  // With the key, the tasks sealed unsigned before it was created (a list it signed); a list that
+  // does not verify is a start-up error too.
+  const unsignedBeforeKey = signingKey === null ? null : loadUnsignedBeforeKey(config.home, signingKey.publicKey);
+  if (unsignedBeforeKey !== null) log.info({ file: unsignedBeforeKey.file, keyCreatedAt: unsignedBeforeKey.createdAt, tasks: unsignedBeforeKey.tasks.size }, 'tasks sealed unsigned before the signing key stay readable as unsigned');
   const { opened, store, pgStore } = await openTaskStore(config, overrides, log, life);
   const sandboxes = createSandboxes(config, overrides, log);
   const rosters = loadRosters(config, overrides, log);
@@ -98,7 +103,7 @@ async function startWithin(life: Lifecycle, config: DaemonConfig, overrides: Dae
   const maintenance = await startSchedulers({ config, overrides, log, codeDir: CODE_DIR, runRoot, store, pgStore, researchKeys: research.keys, tasks, cluster, snapshotCache: side.snapshotCache, docker, readOnly }, life);
   const api = apiContextOf({
     config, overrides, log, tasks, store, databaseFacts: () => opened.databaseFacts(), describeModels: rosters.describe,
-    dispatcher: side.dispatcher, cluster, sandboxes, signingKey, maintenance, research, readOnly,
+    dispatcher: side.dispatcher, cluster, sandboxes, signingKey, unsignedBeforeKey, maintenance, research, readOnly,
   });
   const tcp = await listen(config, api, access, tcpAddress, life);
   const dashboard = await startDashboardListener({ log, tasks, store, api, research, dispatcher: side.dispatcher, cluster, sandboxes, maintenance, access }, dashboardAt, life);

@@ -5,8 +5,9 @@
  * Checks, in order, stopping at the first broken member:
  *   1. tar structure (checksums, regular files only) and canonical bytes (a re-pack of the
  *      members must give the very same bytes, so no header or padding byte can change);
- *   2. signature.json (when present, or required by --pubkey): Ed25519 over the manifest digest,
- *      by the pinned key when one is given;
+ *   2. signature.json (when present, or required by a pinned key): Ed25519 over the manifest
+ *      digest, by the pinned key when one is given; with a pinned key, an unsigned tarball passes
+ *      only when the key's signed list of tasks sealed before it records this very tarball;
  *   3. manifest.json: canonical, closed, and every member listed with its size and sha256, no
  *      member missing or unlisted;
  *   4. the record itself: task ids agree, every attempt's files re-pack to the attempt tarball
@@ -31,6 +32,7 @@ import { crossCheckBrokerRecord, crossCheckConversation } from './cross-check.js
 import { firstDifferenceFromPack, memberAt, packMembers, readMembers, TarFormatError, type ReadMember } from './tar-members.js';
 import { parsePublicKey, publicKeySha256, verifyManifestSignature } from './signing.js';
 import { MANIFEST_MEMBER, MANIFEST_SCHEMA, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } from './task-tarball.js';
+import { unsignedStanding, type UnsignedBeforeKey } from './unsigned-before-key.js';
 import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type ReplayRecord } from './replay.js';
 import { PACK_SCRATCH_PREFIX } from './tar-members.js';
 import { packTree } from '../bundles/pack.js';
@@ -40,6 +42,13 @@ import { readBundleTar } from '../bundles/bundle-tar.js';
 export interface OfflineVerifyOptions {
   /** Pinned public key: the tarball must be signed by exactly this key. */
   publicKey?: KeyObject;
+  /** Where the pinned key came from, as messages name it (`--pubkey FILE`, the data directory's key). */
+  publicKeySource?: string;
+  /**
+   * The pinned key's list of tasks sealed unsigned before it (consulted for a task read by id
+   * from the key's data directory), or why it cannot be used; absent: not consulted.
+   */
+  unsignedBeforeKey?: UnsignedBeforeKey | null | { unusable: string };
   /** Replay every recorded tool call against this checkout. */
   replayRepo?: string;
   scratchRoot?: string;
@@ -57,6 +66,8 @@ export interface OfflineVerifyReport {
   signer: string | null;
   /** True when the signature was checked against a key the auditor supplied. */
   pinned: boolean;
+  /** For an unsigned tarball the pinned key's list records: when that key was created. */
+  sealedBeforeKey: string | null;
   /** Tool calls replayed against the repository (with replayRepo). */
   replayed: number;
   checks: string[];
@@ -167,7 +178,7 @@ function jsonMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
 }
 
 export async function verifyTaskTarball(tar: Buffer, options: OfflineVerifyOptions = {}): Promise<OfflineVerifyReport> {
-  const report: OfflineVerifyReport = { ok: false, taskId: null, state: null, members: 0, signed: false, signer: null, pinned: false, replayed: 0, checks: [] };
+  const report: OfflineVerifyReport = { ok: false, taskId: null, state: null, members: 0, signed: false, signer: null, pinned: false, sealedBeforeKey: null, replayed: 0, checks: [] };
   const scratch = await mkdtemp(join(options.scratchRoot ?? tmpdir(), PACK_SCRATCH_PREFIX));
   try {
     await runChecks(tar, options, report, scratch);
@@ -221,9 +232,18 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
     report.signed = true;
     report.signer = sig.public_key_sha256;
     report.pinned = options.publicKey !== undefined;
-    report.checks.push(`signature: ed25519 by ${sig.public_key_sha256.slice(0, 16)}… ${report.pinned ? '(pinned key)' : '(key embedded in the tarball; pass --pubkey to pin it)'}`);
+    report.checks.push(`signature: ed25519 by ${sig.public_key_sha256.slice(0, 16)}… ${report.pinned ? `(pinned: ${options.publicKeySource ?? 'the given public key'})` : '(key embedded in the tarball; pass --pubkey to pin it)'}`);
   } else if (options.publicKey !== undefined) {
-    throw new Broken(SIGNATURE_MEMBER, 'signature.json is missing: the tarball is not signed, but a public key was given');
+    // Named truthfully: the key may be the data directory's own, not one the auditor passed.
+    const source = options.publicKeySource ?? 'the given public key';
+    const list = options.unsignedBeforeKey;
+    const standing = list === undefined ? undefined : list !== null && 'unusable' in list ? { listed: false as const, why: list.unusable } : unsignedStanding(list, options.taskId ?? '', sha256Hex(tar));
+    if (standing?.listed !== true) {
+      throw new Broken(SIGNATURE_MEMBER, `signature.json is missing: the tarball is not signed, but it is verified against ${source}${standing === undefined ? '' : `, and ${standing.why}`}`);
+    }
+    const known = list as UnsignedBeforeKey;
+    report.sealedBeforeKey = known.createdAt;
+    report.checks.push(`signature: none; sealed before the signing key was created (${known.createdAt}): the key's signed list ${known.file} records this tarball`);
   }
 
   // 3. Manifest.

@@ -17,6 +17,8 @@ import { sha256Hex } from '../contracts/sha256.js';
 export const SIGNING_KEY_FILE = 'signing-key.pem';
 export const SIGNING_PUBLIC_KEY_FILE = 'signing-key.pub.pem';
 const CONTEXT = 'fusion.task-tarball.manifest.v1\0';
+/** The context of the signed list of tasks sealed unsigned before the key (unsigned-before-key.ts). */
+const LIST_CONTEXT = 'fusion.unsigned-before-key.v1\0';
 const HEX64 = /^[0-9a-f]{64}$/;
 
 export interface SigningKey {
@@ -60,9 +62,11 @@ function writeAtomicExclusive(file: string, text: string, mode: number): void {
 
 /**
  * Creates the key pair in `home`. Refuses to replace an existing key: signatures already stored
- * would stop verifying, which must be a deliberate act (remove the file first).
+ * would stop verifying, which must be a deliberate act (remove the file first). `beforeWrite`
+ * runs with the new key before its files exist (to write what the key signs at its creation),
+ * so a crash leaves either no key or a key with that record beside it.
  */
-export function initSigningKey(home: string): SigningKey {
+export function initSigningKey(home: string, beforeWrite?: (key: SigningKey) => void): SigningKey {
   const paths = signingKeyPaths(home);
   if (exists(paths.privateKey)) {
     throw new FusionError('conflict', `a signing key already exists at ${paths.privateKey}; remove it first to replace it (older signatures will no longer verify)`);
@@ -72,10 +76,12 @@ export function initSigningKey(home: string): SigningKey {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const publicPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  const key: SigningKey = { privateKey, publicKey, publicKeySha256: publicKeySha256(publicKey), publicKeyPem: publicPem };
+  beforeWrite?.(key);
   writeAtomicExclusive(paths.privateKey, privatePem, 0o600);
   writeAtomicExclusive(paths.publicKey, publicPem, 0o644);
   fsyncDir(home);
-  return { privateKey, publicKey, publicKeySha256: publicKeySha256(publicKey), publicKeyPem: publicPem };
+  return key;
 }
 
 function exists(file: string): boolean {
@@ -159,20 +165,37 @@ export function parsePublicKey(pem: string | Buffer): KeyObject {
   return key;
 }
 
-/** Base64 Ed25519 signature over the manifest digest. */
-export function signManifestDigest(manifestSha256: string, key: KeyObject): string {
-  if (!HEX64.test(manifestSha256)) throw new FusionError('internal_error', 'manifest digest must be a lowercase hex sha256');
-  return sign(null, Buffer.from(CONTEXT + manifestSha256, 'utf8'), key).toString('base64');
+function signDigest(context: string, digest: string, key: KeyObject): string {
+  if (!HEX64.test(digest)) throw new FusionError('internal_error', 'a signed digest must be a lowercase hex sha256');
+  return sign(null, Buffer.from(context + digest, 'utf8'), key).toString('base64');
 }
 
-export function verifyManifestSignature(manifestSha256: string, signature: string, key: KeyObject): boolean {
-  if (!HEX64.test(manifestSha256)) return false;
+function verifyDigest(context: string, digest: string, signature: string, key: KeyObject): boolean {
+  if (!HEX64.test(digest)) return false;
   const raw = Buffer.from(signature, 'base64');
   // Ed25519 signatures are 64 bytes; a non-canonical base64 text is refused too.
   if (raw.length !== 64 || raw.toString('base64') !== signature) return false;
   try {
-    return verify(null, Buffer.from(CONTEXT + manifestSha256, 'utf8'), key, raw);
+    return verify(null, Buffer.from(context + digest, 'utf8'), key, raw);
   } catch {
     return false;
   }
+}
+
+/** Base64 Ed25519 signature over the manifest digest. */
+export function signManifestDigest(manifestSha256: string, key: KeyObject): string {
+  return signDigest(CONTEXT, manifestSha256, key);
+}
+
+export function verifyManifestSignature(manifestSha256: string, signature: string, key: KeyObject): boolean {
+  return verifyDigest(CONTEXT, manifestSha256, signature, key);
+}
+
+/** Signature over the digest of the list of tasks sealed before the key (its own context: never valid as a manifest signature). */
+export function signUnsignedListDigest(listSha256: string, key: KeyObject): string {
+  return signDigest(LIST_CONTEXT, listSha256, key);
+}
+
+export function verifyUnsignedListSignature(listSha256: string, signature: string, key: KeyObject): boolean {
+  return verifyDigest(LIST_CONTEXT, listSha256, signature, key);
 }

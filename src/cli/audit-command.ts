@@ -9,16 +9,15 @@
  *
  * verify exits 0 when every check holds and 1 naming the first broken member.
  */
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { WORKFLOWS } from '../contracts/constants.js';
 import { resolve } from 'node:path';
-import { FusionError } from '../errors.js';
-import { silentLogger } from '../log.js';
-import { openSqliteStore } from '../store/sqlite-store.js';
-import { openPgStore } from '../store/pg-store.js';
-import type { Store } from '../store/port.js';
+import { FusionError, toFusionError } from '../errors.js';
+import { openStoreAt, type StoreLocation } from './task-store-at.js';
 import { dataPaths } from '../tasks/paths.js';
+import type { KeyObject } from 'node:crypto';
 import { loadSigningKey, parsePublicKey } from '../audit/signing.js';
+import { loadUnsignedBeforeKey, type UnsignedBeforeKey } from '../audit/unsigned-before-key.js';
 import { verifyTaskTarball, type OfflineVerifyReport } from '../audit/offline-verify.js';
 import { readMembers } from '../audit/tar-members.js';
 import { flag, has, parseArgs, usageError } from '../config/args.js';
@@ -84,21 +83,8 @@ function tooLarge(what: string, size: number, maxBytes: number): FusionError {
   });
 }
 
-/** Where the sealed tarballs are: the data directory's SQLite file, or the cluster's PostgreSQL database. */
-type StoreLocation = { home: string } | { url: string };
-
-async function openStore(where: StoreLocation): Promise<{ store: Store; name: string }> {
-  if ('url' in where) {
-    const store = await openPgStore({ url: where.url, log: silentLogger(), maxConnections: 1 });
-    return { store, name: store.file };
-  }
-  const file = dataPaths(where.home).dbFile;
-  if (!existsSync(file)) throw new FusionError('not_found', `no database at ${file}; pass --data DIR (or FUSION_HOME) of the daemon that ran the task, or --database-url in cluster mode`);
-  return { store: await openSqliteStore({ file, log: silentLogger() }), name: file };
-}
-
 async function tarballFromStore(where: StoreLocation, taskId: string): Promise<Buffer> {
-  const { store, name } = await openStore(where);
+  const { store, name } = await openStoreAt(where);
   try {
     const sealed = await store.getTaskTarball(taskId);
     if (sealed === null) {
@@ -109,6 +95,15 @@ async function tarballFromStore(where: StoreLocation, taskId: string): Promise<B
     return sealed.data;
   } finally {
     await store.close();
+  }
+}
+
+/** The list of tasks sealed before the key, beside the key in `home`, checked against `publicKey` (or why it cannot be used). */
+function listBeside(home: string, publicKey: KeyObject): UnsignedBeforeKey | null | { unusable: string } {
+  try {
+    return loadUnsignedBeforeKey(home, publicKey);
+  } catch (err) {
+    return { unusable: toFusionError(err).message };
   }
 }
 
@@ -152,6 +147,9 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
   // A task read from this data directory is pinned to this directory's own key when it has one.
   // Only its public half is used, so the verifier need not be the key's owner (root auditing a daemon's tasks).
   const publicKey = pubkeyFile !== undefined ? parsePublicKey(withPath(pubkeyFile, '--pubkey', 'read', () => readFileSync(pubkeyFile))) : isFile ? undefined : (loadSigningKey(home, { requireOwner: false })?.publicKey ?? undefined);
+  const publicKeySource = pubkeyFile !== undefined ? `--pubkey ${pubkeyFile}` : `the signing key of the data directory ${home} (no --pubkey was given)`;
+  // A task read by id: the key's signed list says whether it was sealed unsigned before the key.
+  const unsignedBeforeKey = publicKey !== undefined && !isFile ? listBeside(home, publicKey) : undefined;
   let replayRepo: string | undefined;
   if (has(args, 'replay')) {
     replayRepo = flag(args, 'repo');
@@ -174,7 +172,7 @@ export async function auditCommand(argv: readonly string[], env: Env, io: Io): P
     throw usageError('--repo is only used with --replay');
   }
   // A task read by id from the database must be that task's record, not another one's moved in.
-  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey } : {}), ...(replayRepo ? { replayRepo } : {}), ...(chosen.kind === 'id' ? { taskId: chosen.id } : {}) });
+  const report = await verifyTaskTarball(data, { ...(publicKey ? { publicKey, publicKeySource } : {}), ...(unsignedBeforeKey !== undefined ? { unsignedBeforeKey } : {}), ...(replayRepo ? { replayRepo } : {}), ...(chosen.kind === 'id' ? { taskId: chosen.id } : {}) });
   printReport(report, io, has(args, 'json'));
   return report.ok ? 0 : 1;
 }
@@ -201,7 +199,9 @@ function printReport(report: OfflineVerifyReport, io: Io, json: boolean): void {
   }
   for (const check of report.checks) io.stdout(`ok   ${shown(check)}\n`);
   if (report.ok) {
-    const signer = report.signed ? `signed by sha256:${report.signer ?? ''}${report.pinned ? ' (pinned)' : ' (not pinned: pass --pubkey)'}` : 'UNSIGNED';
+    const signer = report.signed
+      ? `signed by sha256:${report.signer ?? ''}${report.pinned ? ' (pinned)' : ' (not pinned: pass --pubkey)'}`
+      : report.sealedBeforeKey !== null ? `UNSIGNED (sealed before the signing key was created on ${report.sealedBeforeKey})` : 'UNSIGNED';
     io.stdout(`verified: task ${shown(report.taskId ?? '?')} (${shown(report.state ?? '?')}), ${report.members} members, ${signer}${report.replayed > 0 ? `, ${report.replayed} tool calls replayed` : ''}\n`);
   } else {
     io.stdout(`BROKEN: ${shown(report.failure?.member ?? '?')}: ${shown(report.failure?.message ?? 'verification failed')}\n`);

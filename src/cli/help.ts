@@ -168,7 +168,9 @@ ${KEYS_USAGE}  fusion keys signing-init|signing-public [--data DIR]
 create/list/revoke manage the research API's bearer keys (workspace keys may use the API;
 personal and copilot keys are refused with 403); the key is printed once and only its sha256 is
 stored. signing-init creates the Ed25519 key pair that signs every task tarball (private key 0600 in the
-data directory; refuses to replace one); signing-public prints the public key (PEM) for auditors.
+data directory; refuses to replace one, and refuses while a daemon runs on the data directory: stop it
+first, start it after). It lists, signed by the new key, the tasks sealed unsigned before it: they stay
+readable and verify as unsigned (sealed before the key). signing-public prints the public key (PEM) for auditors.
 `,
   audit: `Usage: fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
        fusion audit verify TASK|FILE.tar [--file|--id] [--max-bytes N] [--pubkey FILE] [--replay [--repo DIR]] [--data DIR] [--database-url postgres://…] [--json]

@@ -12,6 +12,7 @@ import type { TaskService } from '../tasks/task-service.js';
 import type { Dispatcher } from '../tasks/dispatcher.js';
 import { withStorageFacts } from '../tasks/free-space.js';
 import type { SigningKey } from '../audit/signing.js';
+import type { UnsignedBeforeKey } from '../audit/unsigned-before-key.js';
 import { createAttemptRecordCheck, createResultSealCheck } from '../audit/result-seal.js';
 import { childImage } from '../launcher/docker-config.js';
 import type { MaintenanceJobName, MaintenanceScheduler } from '../maintenance/scheduler.js';
@@ -45,6 +46,8 @@ export interface ApiInputs {
   cluster: Cluster | undefined;
   sandboxes: Sandboxes;
   signingKey: SigningKey | null;
+  /** With the key: the tasks sealed unsigned before it was created, which bg_result still delivers. */
+  unsignedBeforeKey: UnsignedBeforeKey | null;
   maintenance: MaintenanceScheduler;
   research: ResearchSide;
   readOnly: boolean;
@@ -53,7 +56,7 @@ export interface ApiInputs {
 const MAINTENANCE_JOBS: readonly string[] = ['retention', 'reaper', 'stale-sweep', 'backup'] satisfies MaintenanceJobName[];
 
 export function apiContextOf(inputs: ApiInputs): ApiContext {
-  const { config, overrides, log, tasks, store, cluster, dispatcher, sandboxes, signingKey, maintenance, research, readOnly } = inputs;
+  const { config, overrides, log, tasks, store, cluster, dispatcher, sandboxes, signingKey, unsignedBeforeKey, maintenance, research, readOnly } = inputs;
   return {
     tasks,
     log,
@@ -83,7 +86,7 @@ export function apiContextOf(inputs: ApiInputs): ApiContext {
       }
       return maintenance.runNow(job as MaintenanceJobName);
     },
-    ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey) } : {}),
+    ...(signingKey ? { resultSeal: createResultSealCheck(store, signingKey.publicKey, unsignedBeforeKey) } : {}),
     attemptCheck: createAttemptRecordCheck(store),
     research: { service: research.service, keys: research.keys },
     tcpAuthThrottle: new AuthFailureThrottle(overrides.tcpAuthThrottle),

@@ -13,6 +13,7 @@ import type { Store } from '../store/port.js';
 import { taskPaths } from '../tasks/paths.js';
 import { PACK_SCRATCH_PREFIX } from '../audit/tar-members.js';
 import { loadSigningKey, SIGNING_KEY_FILE, SIGNING_PUBLIC_KEY_FILE } from '../audit/signing.js';
+import { loadUnsignedBeforeKey, UNSIGNED_BEFORE_KEY_FILE } from '../audit/unsigned-before-key.js';
 
 export interface RetentionInput {
   store: Store;
@@ -197,6 +198,9 @@ export async function runBackup(input: BackupInput): Promise<BackupSummary> {
       if (key !== null) {
         writeFileSync(join(partial, SIGNING_PUBLIC_KEY_FILE), key.publicKeyPem, { mode: 0o644, flag: 'wx' });
         signingKey = 'public';
+        // The key's list of tasks sealed unsigned before it: without it a restore would refuse them.
+        const unsignedBefore = loadUnsignedBeforeKey(input.home, key.publicKey);
+        if (unsignedBefore !== null) writeFileSync(join(partial, UNSIGNED_BEFORE_KEY_FILE), readFileSync(unsignedBefore.file), { mode: 0o644, flag: 'wx' });
         if ((input.signingKey ?? 'private') === 'private') {
           const pem = key.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
           await privateFile(join(partial, SIGNING_KEY_FILE), (f) => writeFileSync(f, pem));

@@ -27,6 +27,8 @@ export interface DataDirOwner {
   pid: number;
   socket: string;
   startedAt: string;
+  /** Who holds it when not a daemon (a command that needs the data directory to itself). */
+  holder?: string;
 }
 
 export interface DataDirLock {
@@ -62,7 +64,7 @@ export function readDataDirOwner(home: string): DataDirOwner | null {
   try {
     const parsed = JSON.parse(readFileSync(join(home, DATA_DIR_OWNER_FILE), 'utf8')) as Partial<DataDirOwner>;
     if (typeof parsed.pid !== 'number' || typeof parsed.socket !== 'string') return null;
-    return { pid: parsed.pid, socket: parsed.socket, startedAt: typeof parsed.startedAt === 'string' ? parsed.startedAt : '' };
+    return { pid: parsed.pid, socket: parsed.socket, startedAt: typeof parsed.startedAt === 'string' ? parsed.startedAt : '', ...(typeof parsed.holder === 'string' ? { holder: parsed.holder } : {}) };
   } catch {
     return null;
   }
@@ -72,7 +74,9 @@ function inUse(home: string): FusionError {
   const owner = readDataDirOwner(home);
   const who = owner === null
     ? 'another fusion daemon (it is still starting or stopping)'
-    : `the fusion daemon pid ${owner.pid} (socket ${owner.socket}${owner.startedAt ? `, started ${owner.startedAt}` : ''})`;
+    : owner.holder !== undefined
+      ? `${owner.holder} pid ${owner.pid}${owner.startedAt ? ` (started ${owner.startedAt})` : ''}`
+      : `the fusion daemon pid ${owner.pid} (socket ${owner.socket}${owner.startedAt ? `, started ${owner.startedAt}` : ''})`;
   return new FusionError(
     'invalid_config',
     `data directory ${home} is in use by ${who}; one daemon owns a data directory at a time: stop that daemon first, or give this one its own with --data or FUSION_HOME`,
@@ -81,7 +85,7 @@ function inUse(home: string): FusionError {
 }
 
 /** Takes the data directory for this process, or refuses with the running owner's pid and socket. */
-export async function takeDataDirLock(home: string, owner: { socket: string }): Promise<DataDirLock> {
+export async function takeDataDirLock(home: string, owner: { socket: string; holder?: string }): Promise<DataDirLock> {
   const file = join(home, DATA_DIR_LOCK_FILE);
   let db: sqlite3.Database;
   try {
@@ -96,7 +100,7 @@ export async function takeDataDirLock(home: string, owner: { socket: string }): 
     if ((err as { code?: string }).code === 'SQLITE_BUSY') throw inUse(home);
     throw new FusionError('invalid_config', `cannot take the data directory lock ${file}: ${(err as Error).message}; if the file is damaged, remove it while no daemon runs`, { cause: err, details: { field: 'data', path: file } });
   }
-  const record: DataDirOwner = { pid: process.pid, socket: owner.socket, startedAt: new Date().toISOString() };
+  const record: DataDirOwner = { pid: process.pid, socket: owner.socket, startedAt: new Date().toISOString(), ...(owner.holder !== undefined ? { holder: owner.holder } : {}) };
   try {
     // Renamed into place whole (a reader never sees half of it); not fsynced: it only names the
     // owner for a refusal message, and a crash leaves the lock free anyway.

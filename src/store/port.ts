@@ -239,6 +239,8 @@ export interface Store {
   /** Stores a task's sealed tarball once; false when the task already has one (evidence is never replaced). */
   saveTaskTarball(record: TaskTarballRecord): Promise<boolean>;
   getTaskTarball(taskId: string): Promise<TaskTarballRecord | null>;
+  /** Every task tarball sealed without a signature: task id and tarball sha256 (what a new signing key records). */
+  listUnsignedTaskTarballs(): Promise<Array<{ taskId: string; sha256: string }>>;
   /** Terminal tasks last updated before `beforeIso`, oldest first (retention). */
   listTerminalTasksBefore(beforeIso: string, limit: number): Promise<TaskRecord[]>;
   /** Terminal tasks without a sealed tarball (a daemon killed between the commit and the seal), oldest first. */

@@ -476,6 +476,11 @@ export class SqlStoreImpl implements SqliteStore {
     };
   }
 
+  async listUnsignedTaskTarballs(): Promise<Array<{ taskId: string; sha256: string }>> {
+    const rows = await this.db.all<{ task_id: string; sha256: string }>('SELECT task_id, sha256 FROM task_tarballs WHERE signature IS NULL ORDER BY task_id');
+    return rows.map((r) => ({ taskId: r.task_id, sha256: r.sha256 }));
+  }
+
   async listTerminalTasksBefore(beforeIso: string, limit: number): Promise<TaskRecord[]> {
     const terminal = [...TERMINAL_STATES];
     const rows = await this.db.all<TaskRow>(

@@ -30,13 +30,21 @@ export interface BgResult {
   citations?: unknown;
   /** The repository snapshot the task ran over: its digest, and what was left out and why (docs/behaviour.md#what-the-task-could-read). */
   repository?: unknown;
-  /** True when the answer was checked against the signed task tarball (a signing key is configured). */
+  /**
+   * With a signing key: true when the answer was checked against the signed task tarball; false
+   * for a task sealed unsigned before the key was created (then `sealedBeforeKey` says when).
+   */
   signed?: boolean;
+  /** When the signing key was created, for a task sealed unsigned before it (docs/security.md#signing-later). */
+  sealedBeforeKey?: string;
   usage?: unknown;
 }
 
+/** How the task tarball vouches for a result: signed, or sealed unsigned before the key existed. */
+export type SealStanding = { signed: true } | { signed: false; sealedBeforeKey: string };
+
 /** Extra check of a completed result before delivery (the signed task tarball); throws artifact_error. */
-export type ResultSealCheck = (task: TaskRecord, answerSha256: string, metadata: string) => Promise<void>;
+export type ResultSealCheck = (task: TaskRecord, answerSha256: string, metadata: string) => Promise<SealStanding>;
 
 /**
  * Checks the attempts a result names against the sealed task tarball (throws artifact_error);
@@ -107,7 +115,7 @@ export interface ResultReadOptions {
 }
 
 export async function readBgResult(store: Store, task: TaskRecord, delivery: DeliveryMode = 'auto', options: ResultReadOptions = {}): Promise<BgResult> {
-  const { sealCheck, materialise } = options;
+  const { materialise } = options;
   const base = { taskId: task.id, workflow: task.workflow, state: task.state, status: statusOf(task.state) };
   if (!isTerminal(task.state)) {
     return { ...base, state: 'running', stage: task.state, delivery: 'none', answer: { present: false, reason: 'still_running' } };
@@ -116,7 +124,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     const usage = await firstUsage(store, task);
     return { ...base, delivery: 'none', answer: { present: false, reason: 'run_did_not_commit' }, error: task.error, ...(usage === undefined ? {} : { usage }) };
   }
-  const { result, answer, answerSha, metadata, answerPath } = await verifiedAnswer(store, task, options);
+  const { result, answer, answerSha, metadata, answerPath, seal } = await verifiedAnswer(store, task, options);
 
   const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
   const fits = answer.length <= INLINE_LIMIT_BYTES;
@@ -138,7 +146,7 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
     ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
     ...(metadata.repository === undefined ? {} : { repository: metadata.repository }),
-    ...(sealCheck === undefined ? {} : { signed: true }),
+    ...(seal === undefined ? {} : seal),
     ...(usage === undefined ? {} : { usage }),
   };
 }
@@ -150,6 +158,8 @@ interface VerifiedAnswer {
   metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown; repository?: unknown };
   /** The answer file read: the committed path, or this daemon's copy after a restore elsewhere. */
   answerPath: string;
+  /** With a signing key: how the task tarball vouches for the answer. */
+  seal?: SealStanding;
 }
 
 /** A completed task's answer bytes, after every check bg_result makes (throws artifact_error). */
@@ -178,9 +188,9 @@ async function verifiedAnswer(store: Store, task: TaskRecord, options: ResultRea
     const tar = readRegular(a.tarballPath, `audit tarball of ${a.stage} attempt ${a.attempt}`);
     if (sha256Hex(tar) !== a.tarballSha256) throw invalid(`audit tarball digest mismatch for ${a.stage} attempt ${a.attempt}`);
   }
-  if (sealCheck !== undefined) await sealCheck(task, answerSha, result.metadata);
+  const seal = sealCheck === undefined ? undefined : await sealCheck(task, answerSha, result.metadata);
 
-  return { result, answer, answerSha, metadata, answerPath };
+  return { result, answer, answerSha, metadata, answerPath, ...(seal === undefined ? {} : { seal }) };
 }
 
 /**

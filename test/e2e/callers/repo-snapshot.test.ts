@@ -279,6 +279,37 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
     expect(row.repo).toBe(repo);
   }, 240_000);
 
+  it('a repository none of whose files alice can read: the task completes, and the answer and the result name every skipped file and why', async () => {
+    // Her directories (she may list them), every file root's and 0600: nothing is packed, so
+    // nothing can be confirmed; the answer must say why rather than only that.
+    const unreadable = join(base, 'alice', 'unreadable-repo');
+    cpSync(FIXTURE_REPO, unreadable, { recursive: true });
+    sh('chown', '-R', `${alice}:${alice}`, unreadable);
+    sh('chmod', '-R', 'u=rwX,go=', unreadable);
+    const files = sh('find', unreadable, '-type', 'f').trim().split('\n').map((f) => f.slice(unreadable.length + 1)).sort();
+    for (const f of files) {
+      sh('chown', 'root:root', join(unreadable, f));
+      chmodSync(join(unreadable, f), 0o600);
+    }
+    expect(files).toContain('src/token-bucket.js');
+    g.reset();
+    const submitted = await asAlice('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: unreadable });
+    expect(submitted.status, JSON.stringify(submitted.json)).toBe(202);
+    const taskId = submitted.json.taskId as string;
+    await candidatesRunning(taskId);
+    g.open();
+    const task = await waitState(taskId, ['completed', 'failed']);
+    expect(task.error).toBeNull();
+    const result = await asAlice('GET', `/v1/tasks/${taskId}/result`);
+    expect(result.status).toBe(200);
+    const text = result.json.answer.text as string;
+    expect(text).toContain('## Files not read');
+    expect(text).toContain(`${files.length} paths were left out because the submitting user cannot read them:`);
+    for (const f of files.slice(0, 20)) expect(text).toContain(`- \`${f}\``);
+    expect(result.json.repository).toMatchObject({ entries: expect.any(Number), skipped: { unreadable: files.length } });
+    expect(result.json.repository.skipped_paths.unreadable).toEqual(files.slice(0, 20));
+  }, 240_000);
+
   it('a restarted daemon resumes the task over the snapshot it started with; with that snapshot gone it fails repo_snapshot_missing', async () => {
     g.reset();
     evaluatorSeen.length = 0;

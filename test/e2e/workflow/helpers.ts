@@ -235,31 +235,44 @@ export interface E2EOptions {
    * read an ended task's attempt files; the audit test runs with the product default (false).
    */
   keepAttemptFiles?: boolean;
+  /**
+   * An existing data directory and repository copy (a restart on the same ones): used as they
+   * are, and left in place by close().
+   */
+  reuse?: { home: string; repo: string };
 }
 
 export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemon> {
-  const home = mkdtempSync(join(tmpdir(), 'fusion-e2e-home-'));
+  const home = options.reuse?.home ?? mkdtempSync(join(tmpdir(), 'fusion-e2e-home-'));
   options.prepareHome?.(home);
-  const fixture = copyFixtureRepo();
+  const fixture = options.reuse !== undefined ? { root: undefined, repo: options.reuse.repo } : copyFixtureRepo();
   const runRoot = freshRunRoot();
   const logs = captureLogs();
   const launches: LaunchRecord[] = [];
   // The stage worker runs the compiled job (dist/), like the sandbox child.
   const stageWorkers: StageWorkers = await startStageScheduler({ jobFile: join(DIST, 'jobs', 'stage-worker.js'), log: logs.log });
   const config = buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'info', sandbox: 'bwrap', keepAttemptFiles: options.keepAttemptFiles ?? true });
-  const daemon = await startDaemon(config, {
-    log: logs.log,
-    roster: options.roster ?? builtinRoster(),
-    launcherFactories: { bwrap: () => trackingLauncher(logs.log, launches, options.hooks) },
-    ...(options.maintenance ? { maintenance: options.maintenance } : {}),
-    workflow: {
-      codeDir: DIST,
-      stageJobFile: join(DIST, 'jobs', 'stage-worker.js'),
-      stageWorkers,
-      runRoot,
-      ...options.workflow,
-    },
-  });
+  let daemon: Daemon;
+  try {
+    daemon = await startDaemon(config, {
+      log: logs.log,
+      roster: options.roster ?? builtinRoster(),
+      launcherFactories: { bwrap: () => trackingLauncher(logs.log, launches, options.hooks) },
+      ...(options.maintenance ? { maintenance: options.maintenance } : {}),
+      workflow: {
+        codeDir: DIST,
+        stageJobFile: join(DIST, 'jobs', 'stage-worker.js'),
+        stageWorkers,
+        runRoot,
+        ...options.workflow,
+      },
+    });
+  } catch (err) {
+    // A refused start-up leaves no worker threads behind.
+    await stageWorkers.stop();
+    rmSync(runRoot, { recursive: true, force: true });
+    throw err;
+  }
   const client = new FusionClient(daemon.socketPath);
   return {
     daemon,
@@ -282,8 +295,8 @@ export async function startE2EDaemon(options: E2EOptions = {}): Promise<E2EDaemo
     close: async () => {
       await daemon.close();
       await stageWorkers.stop();
-      rmSync(home, { recursive: true, force: true });
-      rmSync(fixture.root, { recursive: true, force: true });
+      if (options.reuse === undefined) rmSync(home, { recursive: true, force: true });
+      if (fixture.root !== undefined) rmSync(fixture.root, { recursive: true, force: true });
       rmSync(runRoot, { recursive: true, force: true });
     },
   };

@@ -6,6 +6,7 @@ import { signManifestDigest } from '../../../src/audit/signing.js';
 import { buildManifest, MANIFEST_MEMBER } from '../../../src/audit/task-tarball.js';
 import { packMembers, type TarMember } from '../../../src/audit/tar-members.js';
 import type { Store, TaskRecord, TaskTarballRecord } from '../../../src/store/port.js';
+import type { UnsignedBeforeKey } from '../../../src/audit/unsigned-before-key.js';
 
 const { privateKey, publicKey } = generateKeyPairSync('ed25519');
 
@@ -26,7 +27,7 @@ describe('result seal check (bg_result with a signing key)', () => {
   it('accepts the signed tarball of the task itself', async () => {
     const b = await sealed('task-b', 'answer B', '{"m":"B"}');
     const store = { getTaskTarball: async () => b } as unknown as Store;
-    await expect(createResultSealCheck(store, publicKey)(taskRecord('task-b'), sha256Hex(Buffer.from('answer B')), '{"m":"B"}')).resolves.toBeUndefined();
+    await expect(createResultSealCheck(store, publicKey)(taskRecord('task-b'), sha256Hex(Buffer.from('answer B')), '{"m":"B"}')).resolves.toEqual({ signed: true });
   });
 
   it("refuses another task's signed tarball swapped in with its answer and metadata (artifact_error)", async () => {
@@ -69,5 +70,36 @@ describe('attempt record check (bg_result once the attempt files are pruned)', (
     flipped[flipped.length - 2048] = (flipped[flipped.length - 2048] ?? 0) ^ 1;
     const damaged = { getTaskTarball: async () => ({ ...t, data: flipped }) } as unknown as Store;
     await expect(createAttemptRecordCheck(damaged)(taskRecord('task-a'), [attempt])).rejects.toMatchObject({ code: 'artifact_error' });
+  });
+});
+
+describe('result seal check: a task sealed unsigned before the signing key', () => {
+  async function unsignedSealed(taskId: string, answer: string, metadata: string): Promise<TaskTarballRecord> {
+    const signed = await sealed(taskId, answer, metadata);
+    return { ...signed, signature: null, publicKeySha256: null };
+  }
+  const listOf = (entries: Record<string, string>): UnsignedBeforeKey => ({ file: '/data/signing-key.unsigned-before.json', createdAt: '2026-01-02T03:04:05.000Z', publicKeySha256: 'k'.repeat(64), tasks: new Map(Object.entries(entries)) });
+
+  it('delivers a listed task with its recorded tarball as unsigned, sealed before the key', async () => {
+    const t = await unsignedSealed('task-a', 'answer A', '{"m":"A"}');
+    const store = { getTaskTarball: async () => t } as unknown as Store;
+    await expect(createResultSealCheck(store, publicKey, listOf({ 'task-a': t.sha256 }))(taskRecord('task-a'), sha256Hex(Buffer.from('answer A')), '{"m":"A"}'))
+      .resolves.toEqual({ signed: false, sealedBeforeKey: '2026-01-02T03:04:05.000Z' });
+  });
+
+  it('refuses an unsigned tarball of a task not on the list, one whose bytes changed, and any with no list (artifact_error naming why)', async () => {
+    const t = await unsignedSealed('task-a', 'answer A', '{"m":"A"}');
+    const store = { getTaskTarball: async () => t } as unknown as Store;
+    const check = (list: UnsignedBeforeKey | null) => createResultSealCheck(store, publicKey, list)(taskRecord('task-a'), sha256Hex(Buffer.from('answer A')), '{"m":"A"}');
+    await expect(check(listOf({ 'task-b': t.sha256 }))).rejects.toThrow(/not signed, and the task is not among the tasks sealed before the signing key was created \(2026-01-02T03:04:05.000Z\)/);
+    await expect(check(listOf({ 'task-a': 'f'.repeat(64) }))).rejects.toThrow(/differs from the one recorded when the signing key was created/);
+    await expect(check(null)).rejects.toMatchObject({ code: 'artifact_error', message: expect.stringMatching(/no list of tasks sealed before the signing key exists/) });
+  });
+
+  it('a listed tarball must still name this answer', async () => {
+    const t = await unsignedSealed('task-a', 'answer A', '{"m":"A"}');
+    const store = { getTaskTarball: async () => t } as unknown as Store;
+    await expect(createResultSealCheck(store, publicKey, listOf({ 'task-a': t.sha256 }))(taskRecord('task-a'), sha256Hex(Buffer.from('forged')), '{"m":"A"}'))
+      .rejects.toThrow(/the answer differs from the task tarball sealed before the signing key/);
   });
 });

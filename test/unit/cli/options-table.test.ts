@@ -135,11 +135,13 @@ describe('--json wherever a command prints data', () => {
     cleanups.push(() => rmSync(home, { recursive: true, force: true }));
     const created = io();
     expect(await runCli(['keys', 'signing-init', '--data', home, '--json'], {}, created.io)).toBe(0);
-    const init = JSON.parse(created.out.stdout) as { keyId: string; publicKeyPem: string };
+    const init = JSON.parse(created.out.stdout) as { keyId: string; publicKeyPem: string; unsignedBeforeKey: unknown; unfinishedTasks: number };
     expect(init.publicKeyPem).toContain('BEGIN PUBLIC KEY');
+    // A fresh data directory: no task was sealed before the key, none is unfinished.
+    expect(init).toMatchObject({ unsignedBeforeKey: { file: join(home, 'signing-key.unsigned-before.json'), tasks: [] }, unfinishedTasks: 0 });
     const shown = io();
     expect(await runCli(['--json', 'keys', 'signing-public', '--data', home], {}, shown.io)).toBe(0);
-    expect(JSON.parse(shown.out.stdout)).toEqual(init);
+    expect(JSON.parse(shown.out.stdout)).toEqual({ keyId: init.keyId, publicKeyPem: init.publicKeyPem });
     const validated = io();
     validated.io.readStdin = () => '{"objective":"o","background":[],"deliverable":"d"}';
     expect(await runCli(['validate', 'fusion_investigate', '--json'], {}, validated.io)).toBe(0);

@@ -105,6 +105,7 @@ export function memoryStore(): MemoryStore {
     },
     getResult: async (taskId) => results.get(taskId) ?? null,
     listUnsealedTerminalTasks: async () => [],
+    listUnsignedTaskTarballs: async () => [],
     countTasksByState: async () => {
       const counts: Record<string, number> = {};
       for (const t of tasks.values()) counts[t.state] = (counts[t.state] ?? 0) + 1;

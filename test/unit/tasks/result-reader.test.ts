@@ -57,8 +57,9 @@ describe('readBgResult', () => {
     const { store, taskId } = await completed();
     await store.saveUsage(taskId, JSON.stringify({ entries: [], totals: { inputTokens: 0, outputTokens: 0, requests: 3 } }));
     let sealed = 0;
-    const seal = async (): Promise<void> => {
+    const seal = async (): Promise<{ signed: true }> => {
       sealed++;
+      return { signed: true };
     };
     const first = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: seal });
     const second = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: seal });
@@ -66,6 +67,13 @@ describe('readBgResult', () => {
     expect(second.usage).toBeUndefined();
     expect(first.signed).toBe(true);
     expect(sealed).toBe(2);
+  });
+
+  it('says when an answer was sealed unsigned before the signing key, as the seal check reports', async () => {
+    const { store, taskId } = await completed();
+    const read = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: async () => ({ signed: false, sealedBeforeKey: '2026-01-02T03:04:05.000Z' }) });
+    expect(read).toMatchObject({ signed: false, sealedBeforeKey: '2026-01-02T03:04:05.000Z' });
+    expect(read.answer.present).toBe(true);
   });
 
   it('a failed task has no answer and carries its error', async () => {
