@@ -21,9 +21,26 @@ import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
 import { createStaging, writeRequestFile, type SandboxOwner } from '../launcher/attempt-dirs.js';
 import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
-import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
 import { startReplayFeed } from './replay-feed.js';
 import { sha256Hex } from '../contracts/sha256.js';
+
+/**
+ * What the replay reports to the daemon's metrics. The instruments live in src/metrics/registry.ts
+ * and the composition root passes them in (src/instrument.ts); offline verification and tests
+ * pass nothing and count nothing.
+ */
+export interface ReplayMetrics {
+  /** A replay sandbox was started on `backend`. */
+  launched(backend: string): void;
+  /** A replay sandbox did not start, or ended abnormally (`reason`: `replay_launch`, `replay_<exit reason>`). */
+  failed(backend: string, reason: string): void;
+  /** A replay answered `calls` calls in `seconds`. */
+  replayed(calls: number, seconds: number): void;
+  /** A replayed or re-judged call differed from what the child logged. */
+  mismatched(): void;
+}
+
+export const NO_REPLAY_METRICS: ReplayMetrics = { launched: () => undefined, failed: () => undefined, replayed: () => undefined, mismatched: () => undefined };
 
 export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
 /** In a task tarball the replay record of an attempt is `attempts/<attempt>.replay.json`. */
@@ -73,7 +90,7 @@ const isRepoTool = (name: string): boolean => (CANDIDATE_TOOLS as readonly strin
  * arguments that are not a JSON object), and the logged result must be exactly the refusal text.
  * So a child cannot relabel a valid call as rejected to avoid running (and being checked on) it.
  */
-export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[], tools: readonly string[]): ReplayCall[] {
+export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[], tools: readonly string[], metrics: Pick<ReplayMetrics, 'mismatched'> = NO_REPLAY_METRICS): ReplayCall[] {
   if (logRecords.length > rawCalls.length) throw replayError(`the log has ${logRecords.length} calls but the broker saw ${rawCalls.length}`);
   const calls: ReplayCall[] = [];
   logRecords.forEach((rec, i) => {
@@ -82,11 +99,11 @@ export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls:
       if (sha256Hex(raw.arguments) !== rec.arguments_sha256) throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
       const refusal = rejectionOf(raw, tools);
       if (refusal === undefined) {
-        replayMismatches.inc();
+        metrics.mismatched();
         throw replayError(`call ${i} was logged as rejected, but the model's call to ${JSON.stringify(raw.name.slice(0, 100))} is valid and had to run`, { ordinal: rec.ordinal });
       }
       if (rec.status !== 'error' || rec.result_sha256 !== sha256Hex(refusal)) {
-        replayMismatches.inc();
+        metrics.mismatched();
         throw replayError(`call ${i} (${rec.tool_name}): the logged refusal differs from the one the rule gives`, { ordinal: rec.ordinal });
       }
       return;
@@ -100,13 +117,13 @@ export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls:
 }
 
 /** Compares replayed digests with the log; throws on the first difference. */
-export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[]): void {
+export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[], metrics: Pick<ReplayMetrics, 'mismatched'> = NO_REPLAY_METRICS): void {
   const byOrdinal = new Map(logRecords.map((r) => [r.ordinal, r]));
   for (const call of replayed) {
     const logged = byOrdinal.get(call.ordinal);
     if (logged === undefined) throw replayError(`replayed call ${call.ordinal} is not in the log`);
     if (logged.result_sha256 !== call.result_sha256 || logged.status !== call.status || logged.result_bytes !== call.result_bytes) {
-      replayMismatches.inc();
+      metrics.mismatched();
       throw replayError(
         `call ${call.ordinal} (${call.tool_name}): the logged result (sha256 ${logged.result_sha256.slice(0, 12)}…, ${logged.status}) differs from a replay over the read-only repository (sha256 ${call.result_sha256.slice(0, 12)}…, ${call.status})`,
         { ordinal: call.ordinal, tool: call.tool_name, logged: logged.result_sha256, replayed: call.result_sha256 },
@@ -165,17 +182,19 @@ export interface SandboxReplayOptions {
   tools: readonly string[];
   calls: readonly ReplayCall[];
   signal?: AbortSignal;
+  metrics?: ReplayMetrics;
 }
 
 /** Replays the calls in a fresh sandbox (candidate policy and limits, no broker). */
 export async function replayInSandbox(options: SandboxReplayOptions): Promise<ReplayedCall[]> {
   if (options.calls.length === 0) return [];
   const started = Date.now();
+  const metrics = options.metrics ?? NO_REPLAY_METRICS;
   // Unix socket paths are short; keep the staging name short like the candidates' own.
   const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
   try {
     writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, calls: options.calls });
-    sandboxLaunches.inc({ backend: options.launcher.name });
+    metrics.launched(options.launcher.name);
     const handle = await options.launcher.launch({
       taskId: options.taskId,
       label: `${options.label}.replay`,
@@ -190,7 +209,7 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
     });
     const exit = await handle.exit;
     if (exit.reason !== 'exited' || exit.exitCode !== 0) {
-      sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+      metrics.failed(options.launcher.name, `replay_${exit.reason}`);
       throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
     }
     const out = join(staging.outDir, 'replay.json');
@@ -205,8 +224,7 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
     if (replayed.length !== options.calls.length || replayed.some((r, i) => r.ordinal !== options.calls[i]!.ordinal)) {
       throw new FusionError('child_failed', 'the replay sandbox did not answer every call in order');
     }
-    replayCallsTotal.inc(replayed.length);
-    stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+    metrics.replayed(replayed.length, (Date.now() - started) / 1000);
     return replayed;
   } finally {
     staging.remove();
@@ -233,6 +251,7 @@ export interface StreamingReplay {
  */
 export async function startStreamingReplay(options: Omit<SandboxReplayOptions, 'calls'> & { rawCalls: () => readonly RawToolCall[] }): Promise<StreamingReplay> {
   const started = Date.now();
+  const metrics = options.metrics ?? NO_REPLAY_METRICS;
   const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
   let feed: Awaited<ReturnType<typeof startReplayFeed>> | undefined;
   let handle: Awaited<ReturnType<Launcher['launch']>> | undefined;
@@ -244,7 +263,7 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
   try {
     writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, feed: true });
     feed = await startReplayFeed(staging.socketPath, options.owner, options.rawCalls);
-    sandboxLaunches.inc({ backend: options.launcher.name });
+    metrics.launched(options.launcher.name);
     handle = await options.launcher.launch({
       taskId: options.taskId,
       label: `${options.label}.replay`,
@@ -259,7 +278,7 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (err) {
-    sandboxFailures.inc({ backend: options.launcher.name, reason: 'replay_launch' });
+    metrics.failed(options.launcher.name, 'replay_launch');
     await cleanup();
     throw err;
   }
@@ -273,12 +292,11 @@ export async function startStreamingReplay(options: Omit<SandboxReplayOptions, '
         liveFeed.markDone();
         const exit = await running.exit;
         if (exit.reason !== 'exited' || exit.exitCode !== 0) {
-          sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+          metrics.failed(options.launcher.name, `replay_${exit.reason}`);
           throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
         }
         const replayed = readReplayOutput(join(staging.outDir, 'replay.json'));
-        replayCallsTotal.inc(replayed.length);
-        stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+        metrics.replayed(replayed.length, (Date.now() - started) / 1000);
         return replayed;
       } finally {
         settled = true;

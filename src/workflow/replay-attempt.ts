@@ -50,6 +50,7 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
     tools: input.tools,
     rawCalls: input.rawCalls,
     signal: input.signal,
+    ...(deps.replayMetrics ? { metrics: deps.replayMetrics } : {}),
   });
   return {
     abort: () => streaming.abort(),
@@ -57,7 +58,7 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
     async complete(logRecords) {
       const raw = input.rawCalls();
       // The arguments replayed are the ones the log records (same digests, same order).
-      const calls = replayInputs(logRecords, raw, input.tools);
+      const calls = replayInputs(logRecords, raw, input.tools, deps.replayMetrics);
       const waitStarted = Date.now();
       const replayed = alignStreamedReplay(logRecords, await streaming.finish());
       const waitedMs = Date.now() - waitStarted;
@@ -66,7 +67,7 @@ export async function beginAttemptReplay(deps: WorkflowDeps, run: RunState, inpu
       const dir = join(dirname(dirname(input.destDir)), REPLAY_DIR);
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       writeFileSync(join(dir, `${basename(input.destDir)}.json`), `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
-      compareReplay(logRecords, replayed);
+      compareReplay(logRecords, replayed, deps.replayMetrics);
       // waitedMs: how long the attempt waited for its replay after its own checks (the replay's cost in wall time).
       run.log.info({ attemptName: input.name, replayed: replayed.length, backend: launcher.name, waitedMs }, 'tool calls replayed: every result matches');
       return { replayed: replayed.length };
