@@ -55,6 +55,7 @@ export const PACKAGE_OWNERS = [
   { packages: ['sqlite3', 'pg'], owners: ['src/store/**'], why: 'SQL lives only in src/store/: go through the Store port' },
   { packages: ['dockerode'], owners: ['src/launcher/docker.ts'], typeOnly: ['src/launcher/docker-config.ts'], why: 'dockerode is imported only by src/launcher/docker.ts: go through the Launcher port' },
   { packages: ['undici'], owners: ['src/egress/**', 'src/models/**'], why: 'undici is imported only in src/egress/ and src/models/: fetch through the egress guard or a ModelProvider' },
+  { packages: ['ipaddr.js'], owners: ['src/contracts/address-class.ts'], why: 'ipaddr.js is imported only by the one address classifier, src/contracts/address-class.ts: classify through it' },
   { packages: ['bullmq'], owners: ['src/research/queue-dispatch.ts', 'src/tasks/queue-dispatch.ts', 'src/queue/**'], why: 'bullmq is imported only by the two queue adapters and src/queue/' },
 ];
 

@@ -1,12 +1,14 @@
 /**
  * Metrics by wrapping the ports the composition root already builds (launchers, stage workers,
- * the research fetcher), so the adapters themselves stay free of metrics code.
+ * the research fetcher), and the observers it passes to the audit (replay, task tarballs), so
+ * no module but this one and the API's scrape imports an instrument of src/metrics/registry.ts.
  */
 import { toFusionError } from './errors.js';
 import type { Launcher } from './launcher/port.js';
 import type { StageWorkers } from './workflow/stage-workers.js';
 import type { Fetcher } from './workflow/stage-context.js';
-import { egressDecisions, sandboxFailures, sandboxLaunches, stageDuration } from './metrics/registry.js';
+import type { ReplayMetrics } from './audit/replay.js';
+import { egressDecisions, replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration, tarballBytes, tarballsSealed, maintenanceRuns } from './metrics/registry.js';
 
 /** `candidate-1.attempt-2` → `candidate`; `candidate-1.attempt-2.replay` → `replay`. */
 function stageOf(label: string): string {
@@ -58,4 +60,26 @@ export function instrumentFetcher(fetcher: Fetcher): Fetcher {
     egressDecisions.inc({ code: res.ok ? 'ok' : res.error.code });
     return res;
   };
+}
+
+/** The replay verifier's launches, failures, replayed calls and mismatches. */
+export const replayMetrics: ReplayMetrics = {
+  launched: (backend) => sandboxLaunches.inc({ backend }),
+  failed: (backend, reason) => sandboxFailures.inc({ backend, reason }),
+  replayed: (calls, seconds) => {
+    replayCallsTotal.inc(calls);
+    stageDuration.observe({ stage: 'replay', outcome: 'ok' }, seconds);
+  },
+  mismatched: () => replayMismatches.inc(),
+};
+
+/** One sealed task tarball: its bytes, and whether it was signed. */
+export function countSealedTarball(sealed: { bytes: number; signed: boolean }): void {
+  tarballBytes.inc(sealed.bytes);
+  tarballsSealed.inc({ signed: sealed.signed ? 'true' : 'false' });
+}
+
+/** One maintenance job run, by job and outcome. */
+export function countMaintenanceRun(job: string, outcome: 'ok' | 'failed'): void {
+  maintenanceRuns.inc({ job, outcome });
 }

@@ -21,8 +21,8 @@
  * addresses than are remembered gains nothing; once the least recently failing remembered
  * address is itself over the limit, addresses not remembered are refused too).
  */
-import ipaddr from 'ipaddr.js';
 import { FusionError } from '../errors.js';
+import { addressUnit } from '../contracts/address-class.js';
 
 export interface AuthThrottleOptions {
   /** Failed attempts allowed per address within the window (the next request is refused). */
@@ -42,12 +42,8 @@ export const AUTH_MAX_TRACKED = 10_000;
 
 /** The unit an address is counted in: IPv4 as is, IPv6 by its /64, IPv4-mapped IPv6 as IPv4. */
 export function throttleKey(address: string | undefined): string {
-  const text = (address ?? '').split('%')[0]!;
-  if (!ipaddr.isValid(text)) return text;
-  const ip = ipaddr.process(text);
-  if (ip.kind() === 'ipv4') return ip.toString();
-  const parts = (ip as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16));
-  return `${parts.join(':')}::/64`;
+  const text = address ?? '';
+  return addressUnit(text) ?? text.split('%')[0]!;
 }
 
 export class AuthFailureThrottle {

@@ -24,6 +24,7 @@ import { markAuthenticated } from './tcp-admission.js';
 import type { ResearchService } from '../research/research-service.js';
 import type { ApiKeyStore, ResearchDocumentRecord, ResearchRunRecord, ResearchSnapshotRecord } from '../store/research-port.js';
 import { parseWith, readJsonBody, sendJson } from './http-util.js';
+import { allowedMethodsText, matchRoute, type RouteName } from '../contracts/routes.js';
 
 export interface ResearchApiContext {
   service: ResearchService;
@@ -129,18 +130,17 @@ export async function principalOf(ctx: Pick<ResearchApiContext, 'keys'>, req: In
 export async function routeResearch(ctx: ResearchApiContext | undefined, req: IncomingMessage, res: ServerResponse, parts: readonly string[], pathname: string, throttle?: AuthFailureThrottle): Promise<void> {
   if (parts[1] !== 'v1' || parts[2] !== 'research' || parts.length > 5 || ctx === undefined) throw new FusionError('not_found', `no route ${pathname}`);
   const method = req.method ?? 'GET';
-  const allow = (m: string): void => {
-    if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${pathname}; use ${m}`);
-  };
   const principal = await principalOf(ctx, req, throttle);
   const { service } = ctx;
-  if (parts.length === 3 && method === 'GET') {
+  const hit = matchRoute(RESEARCH_ROUTES, method, pathname);
+  if (hit === undefined) throw new FusionError('not_found', `no route ${pathname}`);
+  if (hit.kind === 'method_not_allowed') throw new FusionError('method_not_allowed', `${method} is not allowed on ${pathname}; ${allowedMethodsText(hit.allowed)}`);
+  if (hit.name === 'researchList') {
     const { limit, cursor } = listQuery(req);
     const page = await service.list(principal, limit, cursor);
     return sendJson(res, 200, { runs: page.runs.map(runView), limit, nextCursor: page.nextCursor });
   }
-  if (parts.length === 3) {
-    if (method !== 'POST') throw new FusionError('method_not_allowed', `${method} is not allowed on ${pathname}; use GET (list) or POST (create)`);
+  if (hit.name === 'researchCreate') {
     const key = idempotencyKey(req);
     const body = parseWith(ResearchCreateBodySchema, await readJsonBody(req), 'research create body');
     const outcome = await service.create(principal, key, normalisePayload(body));
@@ -148,26 +148,22 @@ export async function routeResearch(ctx: ResearchApiContext | undefined, req: In
   }
   let id: string;
   try {
-    id = decodeURIComponent(parts[3]!);
+    id = decodeURIComponent(hit.params.id!);
   } catch {
-    throw new FusionError('not_found', `no research run ${parts[3]!}`);
+    throw new FusionError('not_found', `no research run ${hit.params.id!}`);
   }
-  if (parts.length === 4) {
-    allow('GET');
-    return sendJson(res, 200, { run: runView(await service.get(principal, id)) });
-  }
-  switch (parts[4]) {
-    case 'cancel':
-      allow('POST');
+  switch (hit.name) {
+    case 'researchRun':
+      return sendJson(res, 200, { run: runView(await service.get(principal, id)) });
+    case 'researchCancel':
       idempotencyKey(req);
       return sendJson(res, 200, { run: runView(await service.cancel(principal, id)) });
-    case 'document':
-      allow('GET');
+    case 'researchDocument':
       return sendJson(res, 200, { document: documentView(await service.document(principal, id)) });
-    case 'snapshots':
-      allow('GET');
+    case 'researchSnapshots':
       return sendJson(res, 200, { snapshots: (await service.snapshots(principal, id)).map(snapshotView) });
-    default:
-      throw new FusionError('not_found', `no route ${pathname}`);
   }
 }
+
+/** The research routes, matched after the caller's key is checked (an unknown path is answered only to a known caller). */
+const RESEARCH_ROUTES = ['researchList', 'researchCreate', 'researchRun', 'researchCancel', 'researchDocument', 'researchSnapshots'] as const satisfies readonly RouteName[];

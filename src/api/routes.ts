@@ -30,6 +30,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SubmitBodySchema, DELIVERY_MODES, type DeliveryMode } from '../contracts/api.js';
+import { allowedMethodsText, matchRoute, type RouteName } from '../contracts/routes.js';
 import type { ResultChecks, TaskService } from '../tasks/task-service.js';
 import { isTaskState, isTerminal, statusOf } from '../contracts/task-state.js';
 import { noSuchTask } from '../tasks/task-service.js';
@@ -130,10 +131,9 @@ async function routeTcp(ctx: ApiContext, req: IncomingMessage, res: ServerRespon
   const url = new URL(req.url ?? '/', 'http://fusion.local');
   const parts = url.pathname.split('/').filter(Boolean);
   if (parts[0] === 'api') return routeResearch(ctx.research, req, res, parts, url.pathname, throttle);
-  if (parts.length === 2 && parts[0] === 'v1' && parts[1] === 'health') {
-    if ((req.method ?? 'GET') !== 'GET') throw new FusionError('method_not_allowed', `${req.method ?? ''} is not allowed on ${url.pathname}; use GET`);
-    return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });
-  }
+  const hit = matchRoute(['health'], req.method ?? 'GET', url.pathname);
+  if (hit?.kind === 'method_not_allowed') throw new FusionError('method_not_allowed', `${req.method ?? ''} is not allowed on ${url.pathname}; ${allowedMethodsText(hit.allowed)}`);
+  if (hit !== undefined) return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });
   throw new FusionError('not_found', `no route ${url.pathname} on the TCP listener (it serves only /api/v1/research and /v1/health)`);
 }
 
@@ -141,9 +141,6 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
   const url = new URL(req.url ?? '/', 'http://fusion.local');
   const parts = url.pathname.split('/').filter(Boolean);
   const method = req.method ?? 'GET';
-  const allow = (m: string): void => {
-    if (method !== m) throw new FusionError('method_not_allowed', `${method} is not allowed on ${url.pathname}; use ${m}`);
-  };
   const caller = socketCaller(req);
   const daemonUid = ctx.daemonUid ?? process.getuid?.() ?? 0;
   const privileged = caller === undefined || isPrivileged(caller, daemonUid);
@@ -156,96 +153,79 @@ async function route(ctx: ApiContext, req: IncomingMessage, res: ServerResponse)
     if (!maySeeTask(caller, task.callerUid, daemonUid)) throw noSuchTask(id);
     return task;
   };
-  if (url.pathname === '/metrics' && ctx.metrics !== undefined) {
-    allow('GET');
-    adminOnly();
-    const { contentType, body } = await ctx.metrics();
-    res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-    return;
-  }
   if (parts[0] === 'api') return routeResearch(ctx.research, req, res, parts, url.pathname);
-  if (parts[0] !== 'v1') throw new FusionError('not_found', `no route ${url.pathname}`);
-
-  if (parts.length === 2 && parts[1] === 'health') {
-    allow('GET');
-    // A socket-group member gets the liveness answer only: the full health names the data
-    // directory, the roster, free space and queue depths (other callers' activity).
-    if (!privileged) return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });
-    return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox(), ...(await ctx.health?.()) });
-  }
-  if (parts.length === 4 && parts[1] === 'admin' && parts[2] === 'maintenance' && ctx.runMaintenance !== undefined) {
-    allow('POST');
-    adminOnly();
-    return sendJson(res, 200, { job: parts[3], summary: await ctx.runMaintenance(parts[3]!) });
-  }
-  if (parts.length === 2 && parts[1] === 'events') {
-    allow('GET');
-    return streamEvents(ctx, req, res, '*', 0, url.searchParams.get('follow') !== 'false', privileged ? undefined : caller);
-  }
-  if (parts[1] !== 'tasks') throw new FusionError('not_found', `no route ${url.pathname}`);
-
-  if (parts.length === 2) {
-    allow('GET');
-    const stateParam = url.searchParams.get('state');
-    if (stateParam !== null && !isTaskState(stateParam)) throw new FusionError('invalid_input', `state must be a task state, got ${JSON.stringify(stateParam)}`, { details: { field: 'state' } });
-    const limit = intParam(url, 'limit', 100, 1000);
-    // One more than asked tells whether the list was cut (the client says so, and how to see more).
-    const tasks = await ctx.tasks.list({ ...(stateParam ? { state: stateParam } : {}), ...(privileged ? {} : { callerUid: caller.uid }), limit: limit + 1 });
-    return sendJson(res, 200, { tasks: tasks.slice(0, limit).map(taskView), limit, truncated: tasks.length > limit });
-  }
-  const id = parts[2]!;
-  if (parts.length === 3 && (id === 'investigate' || id === 'research')) {
-    allow('POST');
-    const label = admissionLabel(req, caller, privileged);
-    // A submit the daemon would refuse whatever its body says is refused before the body is read.
-    ctx.tasks.refuseEarly(label);
-    const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
-    const receipt = await ctx.tasks.submit({
-      workflow: id, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}), ...(label ? { caller: label } : {}), ...(caller ? { identity: caller } : {}),
-    });
-    return sendJson(res, 202, receipt);
-  }
-  if (parts.length === 3) {
-    allow('GET');
-    return sendJson(res, 200, taskView(await visible(id)));
-  }
-  const action = parts[3];
-  if (parts.length !== 4) throw new FusionError('not_found', `no route ${url.pathname}`);
-  switch (action) {
-    case 'result': {
-      allow('GET');
+  const names = SOCKET_ROUTES.filter((n) => (n !== 'metrics' || ctx.metrics !== undefined) && (n !== 'maintenance' || ctx.runMaintenance !== undefined));
+  const hit = matchRoute(names, method, url.pathname);
+  if (hit === undefined) throw new FusionError('not_found', `no route ${url.pathname}`);
+  if (hit.kind === 'method_not_allowed') throw new FusionError('method_not_allowed', `${method} is not allowed on ${url.pathname}; ${allowedMethodsText(hit.allowed)}`);
+  const { params } = hit;
+  const id = params.id ?? '';
+  switch (hit.name) {
+    case 'metrics': {
+      adminOnly();
+      const { contentType, body } = await ctx.metrics!();
+      res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
+    case 'health':
+      // A socket-group member gets the liveness answer only: the full health names the data
+      // directory, the roster, free space and queue depths (other callers' activity).
+      if (!privileged) return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt });
+      return sendJson(res, 200, { ok: true, version: ctx.version, startedAt: ctx.startedAt, sandbox: await ctx.sandbox(), ...(await ctx.health?.()) });
+    case 'maintenance':
+      adminOnly();
+      return sendJson(res, 200, { job: params.job, summary: await ctx.runMaintenance!(params.job!) });
+    case 'events':
+      return streamEvents(ctx, req, res, '*', 0, url.searchParams.get('follow') !== 'false', privileged ? undefined : caller);
+    case 'taskList': {
+      const stateParam = url.searchParams.get('state');
+      if (stateParam !== null && !isTaskState(stateParam)) throw new FusionError('invalid_input', `state must be a task state, got ${JSON.stringify(stateParam)}`, { details: { field: 'state' } });
+      const limit = intParam(url, 'limit', 100, 1000);
+      // One more than asked tells whether the list was cut (the client says so, and how to see more).
+      const tasks = await ctx.tasks.list({ ...(stateParam ? { state: stateParam } : {}), ...(privileged ? {} : { callerUid: caller.uid }), limit: limit + 1 });
+      return sendJson(res, 200, { tasks: tasks.slice(0, limit).map(taskView), limit, truncated: tasks.length > limit });
+    }
+    case 'taskSubmit': {
+      const workflow = params.workflow as 'investigate' | 'research';
+      const label = admissionLabel(req, caller, privileged);
+      // A submit the daemon would refuse whatever its body says is refused before the body is read.
+      ctx.tasks.refuseEarly(label);
+      const body = parseWith(SubmitBodySchema, await readJsonBody(req), 'submit body');
+      const receipt = await ctx.tasks.submit({
+        workflow, arguments: body.arguments, repo: body.repo, ...(body.options ? { options: body.options } : {}), ...(label ? { caller: label } : {}), ...(caller ? { identity: caller } : {}),
+      });
+      return sendJson(res, 202, receipt);
+    }
+    case 'task':
+      return sendJson(res, 200, taskView(await visible(id)));
+    case 'taskResult': {
       const delivery = url.searchParams.get('delivery') ?? 'auto';
       if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
       return sendJson(res, 200, await ctx.tasks.readResult(await visible(id), delivery as DeliveryMode, resultChecks(ctx)));
     }
-    case 'answer': {
-      allow('GET');
+    case 'taskAnswer': {
       const { answer, sha256 } = await ctx.tasks.readAnswer(await visible(id), resultChecks(ctx));
       res.writeHead(200, { 'content-type': 'text/markdown; charset=utf-8', 'content-length': answer.length, 'x-fusion-answer-sha256': sha256, 'cache-control': 'no-store' });
       res.end(answer);
       return;
     }
-    case 'wait': {
-      allow('GET');
+    case 'taskWait': {
       const timeoutMs = intParam(url, 'timeoutMs', 30_000, MAX_WAIT_MS);
       await visible(id);
       return sendJson(res, 200, await waitTerminal(ctx, id, timeoutMs, req));
     }
-    case 'events': {
-      allow('GET');
+    case 'taskEvents':
       await visible(id);
       return streamEvents(ctx, req, res, id, intParam(url, 'after', 0, Number.MAX_SAFE_INTEGER), url.searchParams.get('follow') !== 'false');
-    }
-    case 'cancel': {
-      allow('POST');
+    case 'taskCancel':
       await visible(id);
       return sendJson(res, 200, taskView(await ctx.tasks.cancel(id)));
-    }
-    default:
-      throw new FusionError('not_found', `no route ${url.pathname}`);
   }
 }
+
+/** The socket's routes (the research routes are matched by research-routes.ts). */
+const SOCKET_ROUTES = ['metrics', 'health', 'maintenance', 'events', 'taskList', 'taskSubmit', 'task', 'taskResult', 'taskAnswer', 'taskWait', 'taskEvents', 'taskCancel'] as const satisfies readonly RouteName[];
 
 /** The daemon's checks for reading a result. */
 function resultChecks(ctx: ApiContext): ResultChecks {

@@ -8,9 +8,8 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { answerAndClose, HEADERS_TIMEOUT_MS, installClientErrorEnvelope, MAX_HEADER_BYTES, REQUEST_TIMEOUT_MS } from './request-guard.js';
 import { TcpAdmission } from './tcp-admission.js';
 import type { AddressInfo, Socket } from 'node:net';
-import { isIP } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import { FusionError } from '../errors.js';
+import { isLoopbackAddress, parseAddressLiteral } from '../contracts/address-class.js';
 
 export interface ListenAddress {
   host: string;
@@ -25,7 +24,7 @@ export function parseListenAddress(text: string): ListenAddress {
   if (!m || host === undefined || !Number.isInteger(port) || port > 65535) {
     throw new FusionError('invalid_config', `--listen must be HOST:PORT (e.g. 127.0.0.1:8787 or [::1]:8787), got ${JSON.stringify(text)}`, { details: { field: 'listen' } });
   }
-  if (host !== 'localhost' && isIP(host) === 0) {
+  if (host !== 'localhost' && parseAddressLiteral(host) === undefined) {
     throw new FusionError('invalid_config', `--listen needs an IP address or localhost, got ${JSON.stringify(host)}`, { details: { field: 'listen' } });
   }
   return { host, port };
@@ -33,13 +32,8 @@ export function parseListenAddress(text: string): ListenAddress {
 
 export function isLoopbackHost(host: string): boolean {
   if (host === 'localhost') return true;
-  const family = isIP(host);
-  if (family === 0) return false;
-  // ipaddr.js reads the IPv4-compatible `::127.0.0.1` (= ::7f00:1, not loopback) as IPv4-mapped:
-  // classify the WHATWG serialisation of an IPv6 address instead (a zone id is dropped first).
-  const text = family === 6 ? new URL(`http://[${host.split('%')[0]!}]/`).hostname.slice(1, -1) : host;
-  if (!ipaddr.isValid(text)) return false;
-  return ipaddr.process(text).range() === 'loopback';
+  // The listen parser has taken off any brackets; a bracketed host here is not one it made.
+  return !host.startsWith('[') && isLoopbackAddress(host);
 }
 
 export function assertListenAllowed(address: ListenAddress, listenPublic: boolean): void {

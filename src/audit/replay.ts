@@ -22,9 +22,26 @@ import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
 import { createStaging, writeRequestFile, type SandboxOwner } from '../launcher/attempt-dirs.js';
 import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
-import { replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration } from '../metrics/registry.js';
 import { startReplayFeed } from './replay-feed.js';
 import { sha256Hex } from '../contracts/sha256.js';
+
+/**
+ * What the replay reports to the daemon's metrics. The instruments live in src/metrics/registry.ts
+ * and the composition root passes them in (src/instrument.ts); offline verification and tests
+ * pass nothing and count nothing.
+ */
+export interface ReplayMetrics {
+  /** A replay sandbox was started on `backend`. */
+  launched(backend: string): void;
+  /** A replay sandbox did not start, or ended abnormally (`reason`: `replay_launch`, `replay_<exit reason>`). */
+  failed(backend: string, reason: string): void;
+  /** A replay answered `calls` calls in `seconds`. */
+  replayed(calls: number, seconds: number): void;
+  /** A replayed or re-judged call differed from what the child logged. */
+  mismatched(): void;
+}
+
+export const NO_REPLAY_METRICS: ReplayMetrics = { launched: () => undefined, failed: () => undefined, replayed: () => undefined, mismatched: () => undefined };
 
 export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
 /** In a task tarball the replay record of an attempt is `attempts/<attempt>.replay.json`. */
@@ -74,7 +91,7 @@ const isRepoTool = (name: string): boolean => (CANDIDATE_TOOLS as readonly strin
  * arguments that are not a JSON object), and the logged result must be exactly the refusal text.
  * So a child cannot relabel a valid call as rejected to avoid running (and being checked on) it.
  */
-export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[], tools: readonly string[]): ReplayCall[] {
+export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls: readonly RawToolCall[], tools: readonly string[], metrics: Pick<ReplayMetrics, 'mismatched'> = NO_REPLAY_METRICS): ReplayCall[] {
   if (logRecords.length > rawCalls.length) throw replayError(`the log has ${logRecords.length} calls but the broker saw ${rawCalls.length}`);
   const calls: ReplayCall[] = [];
   logRecords.forEach((rec, i) => {
@@ -83,11 +100,11 @@ export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls:
       if (sha256Hex(raw.arguments) !== rec.arguments_sha256) throw replayError(`call ${i} (${rec.tool_name}) does not match the arguments the model sent`, { ordinal: rec.ordinal });
       const refusal = rejectionOf(raw, tools);
       if (refusal === undefined) {
-        replayMismatches.inc();
+        metrics.mismatched();
         throw replayError(`call ${i} was logged as rejected, but the model's call to ${JSON.stringify(raw.name.slice(0, 100))} is valid and had to run`, { ordinal: rec.ordinal });
       }
       if (rec.status !== 'error' || rec.result_sha256 !== sha256Hex(refusal)) {
-        replayMismatches.inc();
+        metrics.mismatched();
         throw replayError(`call ${i} (${rec.tool_name}): the logged refusal differs from the one the rule gives`, { ordinal: rec.ordinal });
       }
       return;
@@ -101,13 +118,13 @@ export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls:
 }
 
 /** Compares replayed digests with the log; throws on the first difference. */
-export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[]): void {
+export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[], metrics: Pick<ReplayMetrics, 'mismatched'> = NO_REPLAY_METRICS): void {
   const byOrdinal = new Map(logRecords.map((r) => [r.ordinal, r]));
   for (const call of replayed) {
     const logged = byOrdinal.get(call.ordinal);
     if (logged === undefined) throw replayError(`replayed call ${call.ordinal} is not in the log`);
     if (logged.result_sha256 !== call.result_sha256 || logged.status !== call.status || logged.result_bytes !== call.result_bytes) {
-      replayMismatches.inc();
+      metrics.mismatched();
       throw replayError(
         `call ${call.ordinal} (${call.tool_name}): the logged result (sha256 ${logged.result_sha256.slice(0, 12)}…, ${logged.status}) differs from a replay over the read-only repository (sha256 ${call.result_sha256.slice(0, 12)}…, ${call.status})`,
         { ordinal: call.ordinal, tool: call.tool_name, logged: logged.result_sha256, replayed: call.result_sha256 },
@@ -166,17 +183,19 @@ export interface SandboxReplayOptions {
   tools: readonly string[];
   calls: readonly ReplayCall[];
   signal?: AbortSignal;
+  metrics?: ReplayMetrics;
 }
 
 /** Replays the calls in a fresh sandbox (candidate policy and limits, no broker). */
 export async function replayInSandbox(options: SandboxReplayOptions): Promise<ReplayedCall[]> {
   if (options.calls.length === 0) return [];
   const started = Date.now();
+  const metrics = options.metrics ?? NO_REPLAY_METRICS;
   // Unix socket paths are short; keep the staging name short like the candidates' own.
   const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}-rp`, options.owner);
   try {
     writeRequestFile(staging, { schema_version: REPLAY_SCHEMA, tools: options.tools, calls: options.calls });
-    sandboxLaunches.inc({ backend: options.launcher.name });
+    metrics.launched(options.launcher.name);
     const handle = await options.launcher.launch({
       taskId: options.taskId,
       label: `${options.label}.replay`,
@@ -191,7 +210,7 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
     });
     const exit = await handle.exit;
     if (exit.reason !== 'exited' || exit.exitCode !== 0) {
-      sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+      metrics.failed(options.launcher.name, `replay_${exit.reason}`);
       throw new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
     }
     const out = join(staging.outDir, 'replay.json');
@@ -206,8 +225,7 @@ export async function replayInSandbox(options: SandboxReplayOptions): Promise<Re
     if (replayed.length !== options.calls.length || replayed.some((r, i) => r.ordinal !== options.calls[i]!.ordinal)) {
       throw new FusionError('child_failed', 'the replay sandbox did not answer every call in order');
     }
-    replayCallsTotal.inc(replayed.length);
-    stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+    metrics.replayed(replayed.length, (Date.now() - started) / 1000);
     return replayed;
   } finally {
     staging.remove();
@@ -246,6 +264,7 @@ const CLOSE_GRACE_MS = 2_000;
  * `ordinal` is its index in its attempt's raw call list.
  */
 export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls'>): Promise<TaskReplay> {
+  const metrics = options.metrics ?? NO_REPLAY_METRICS;
   const staging = createStaging(options.runRoot, `${options.taskId.slice(-12)}-${options.label}`, options.owner);
   const waiting = new Map<string, { resolve: (calls: ReplayedCall[]) => void; reject: (err: Error) => void }>();
   const arrived = new Map<string, ReplayedCall[] | Error>();
@@ -282,7 +301,7 @@ export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls
         deliver(stream, replayed);
       },
     });
-    sandboxLaunches.inc({ backend: options.launcher.name });
+    metrics.launched(options.launcher.name);
     handle = await options.launcher.launch({
       taskId: options.taskId,
       label: options.label,
@@ -297,7 +316,7 @@ export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (err) {
-    sandboxFailures.inc({ backend: options.launcher.name, reason: 'replay_launch' });
+    metrics.failed(options.launcher.name, 'replay_launch');
     await cleanup();
     throw err;
   }
@@ -308,7 +327,7 @@ export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls
   void running.exit.then((exit) => {
     if (exit.reason !== 'exited' || exit.exitCode !== 0) {
       // Stopped with its stage (a failed sibling, a cancel) or after its last answer is no failure of its own.
-      if (!closed && options.signal?.aborted !== true) sandboxFailures.inc({ backend: options.launcher.name, reason: `replay_${exit.reason}` });
+      if (!closed && options.signal?.aborted !== true) metrics.failed(options.launcher.name, `replay_${exit.reason}`);
       ended = new FusionError('child_failed', `the replay sandbox ended ${exit.reason} (exit ${String(exit.exitCode)})`, { details: { stderr: exit.stderrTail.slice(-500) } });
     } else {
       ended = new FusionError('child_failed', 'the replay sandbox ended before it answered every attempt');
@@ -328,8 +347,7 @@ export async function startTaskReplay(options: Omit<SandboxReplayOptions, 'calls
             else waiting.set(name, { resolve, reject });
           });
           if (outcome instanceof Error) throw outcome;
-          replayCallsTotal.inc(outcome.length);
-          stageDuration.observe({ stage: 'replay', outcome: 'ok' }, (Date.now() - started) / 1000);
+          metrics.replayed(outcome.length, (Date.now() - started) / 1000);
           return outcome;
         },
         abort: () => liveFeed.end(name, true),

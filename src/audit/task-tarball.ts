@@ -22,7 +22,6 @@ import type { Logger } from '../log.js';
 import type { Store, TaskRecord, TaskTarballRecord } from '../store/port.js';
 import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { PROMPTS_VERSION, promptsSha256 } from '../contracts/prompts.js';
-import { tarballBytes, tarballsSealed } from '../metrics/registry.js';
 import { packMembers, type TarMember } from './tar-members.js';
 import { signManifestDigest, type SigningKey } from './signing.js';
 import { REPLAY_DIR, REPLAY_RECORD_SUFFIX } from './replay.js';
@@ -64,6 +63,8 @@ export interface SealDeps {
   /** The engine and model roster of a task (from its stored options). */
   describeModels(task: TaskRecord): unknown;
   log: Logger;
+  /** Told of each tarball sealed (the daemon's metrics, src/instrument.ts); absent offline. */
+  onSealed?: (sealed: { bytes: number; signed: boolean }) => void;
 }
 
 const LETTERS = ['A', 'B', 'C'] as const;
@@ -225,8 +226,7 @@ export async function sealTask(deps: SealDeps, taskId: string): Promise<TaskTarb
   const record: TaskTarballRecord = { ...built, createdAt: new Date().toISOString() };
   const inserted = await deps.store.saveTaskTarball(record);
   if (!inserted) return deps.store.getTaskTarball(taskId);
-  tarballBytes.inc(record.bytes);
-  tarballsSealed.inc({ signed: record.signature === null ? 'false' : 'true' });
+  deps.onSealed?.({ bytes: record.bytes, signed: record.signature !== null });
   deps.log.info({ taskId, state: task.state, bytes: record.bytes, sha256: record.sha256, signed: record.signature !== null }, 'task tarball sealed');
   return record;
 }

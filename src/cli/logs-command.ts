@@ -15,7 +15,7 @@ export const LOGS_FLAGS: Record<string, FlagSpec> = { follow: {} };
 
 export async function logsCommand(args: ParsedArgs, taskId: string, client: FusionClient, io: Io, heartbeatMs: number): Promise<number> {
   const follow = has(args, 'follow');
-  const task = (await client.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}`)) as { createdAt: string; workflow: string; state: string; status: string; objective?: string | null };
+  const task = (await client.callRoute('task', { id: taskId })) as { createdAt: string; workflow: string; state: string; status: string; objective?: string | null };
   const events = client.events(taskId, { follow });
   if (has(args, 'json')) {
     for await (const event of events) io.stdout(`${JSON.stringify(event)}\n`);

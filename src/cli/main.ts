@@ -38,7 +38,7 @@ function idArg(args: ParsedArgs, command: string): string {
   if (!id) throw usageError(`${command} needs a task id`);
   if (!TASK_ID.test(id)) throw usageError(`${JSON.stringify(id)} is not a task id (expected investigate-… or research-… followed by 32 hex digits)`);
   if (args.positionals.length > 1) throw usageError(`${command} takes one task id, got ${args.positionals.length} arguments`);
-  return encodeURIComponent(id);
+  return id;
 }
 
 async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
@@ -148,7 +148,7 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     const waiting = client;
     return await whileWaiting(taskId, socketPath, async () => {
       await followProgress(waiting, taskId, io, heartbeatMsOf(env));
-      const result = (await waiting.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}/result`)) as Record<string, unknown>;
+      const result = (await waiting.callRoute('taskResult', { id: taskId })) as Record<string, unknown>;
       return await printResult(result, io, json, (sha256) => waiting.answer(taskId, sha256));
     });
   } finally {
@@ -290,7 +290,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'status': {
       const args = parse('status');
       const { printTask } = await commands();
-      printTask((await (await client(args)).call('GET', `/v1/tasks/${idArg(args, 'status')}`)) as Record<string, unknown>, io, has(args, 'json'));
+      printTask((await (await client(args)).callRoute('task', { id: idArg(args, 'status') })) as Record<string, unknown>, io, has(args, 'json'));
       return EXIT.ok;
     }
     case 'tasks': {
@@ -302,7 +302,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'logs': {
       const args = parse('logs');
       const [{ logsCommand }, { heartbeatMsOf }] = await Promise.all([import('./logs-command.js'), import('./progress.js')]);
-      return logsCommand(args, decodeURIComponent(idArg(args, 'logs')), await client(args), io, heartbeatMsOf(env));
+      return logsCommand(args, idArg(args, 'logs'), await client(args), io, heartbeatMsOf(env));
     }
     case 'result': {
       const args = parse('result');
@@ -312,8 +312,8 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       const c = await client(args);
       const id = idArg(args, 'result');
       const { printResult } = await commands();
-      const result = (await c.call('GET', `/v1/tasks/${id}/result?delivery=${delivery}`)) as Record<string, unknown>;
-      return await printResult(result, io, has(args, 'json'), (sha256) => c.answer(decodeURIComponent(id), sha256));
+      const result = (await c.callRoute('taskResult', { id }, { query: `delivery=${delivery}` })) as Record<string, unknown>;
+      return await printResult(result, io, has(args, 'json'), (sha256) => c.answer(id, sha256));
     }
     case 'wait': {
       const args = parse('wait');
@@ -322,12 +322,12 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       const waitClient = await client(args);
       const waitId = idArg(args, 'wait');
       const { printTask } = await commands();
-      const reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.call('GET', `/v1/tasks/${waitId}/wait?timeoutMs=${Math.round(seconds * 1000)}`))) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      const reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.callRoute('taskWait', { id: waitId }, { query: `timeoutMs=${Math.round(seconds * 1000)}` }))) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);
       if (!reply.terminal) {
         // Not a failure: the task runs on. A distinct code (as timeout(1)) so a script can tell.
-        io.stderr(`fusion wait: timed out after ${seconds} s: ${decodeURIComponent(waitId)} is still ${String(reply.task.state)}; wait again with 'fusion wait ${decodeURIComponent(waitId)}'\n`);
+        io.stderr(`fusion wait: timed out after ${seconds} s: ${waitId} is still ${String(reply.task.state)}; wait again with 'fusion wait ${waitId}'\n`);
         return EXIT.timedOut;
       }
       return reply.task.status === 'completed' ? EXIT.ok : EXIT.failed;
@@ -335,7 +335,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'cancel': {
       const args = parse('cancel');
       const { printTask } = await commands();
-      printTask((await (await client(args)).call('POST', `/v1/tasks/${idArg(args, 'cancel')}/cancel`)) as Record<string, unknown>, io, has(args, 'json'));
+      printTask((await (await client(args)).callRoute('taskCancel', { id: idArg(args, 'cancel') })) as Record<string, unknown>, io, has(args, 'json'));
       return EXIT.ok;
     }
     default:

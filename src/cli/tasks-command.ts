@@ -76,10 +76,10 @@ export interface TasksOutput extends Io {
 }
 
 export async function tasksCommand(args: ParsedArgs, client: FusionClient, io: TasksOutput): Promise<number> {
-  const path = `/v1/tasks?${queryOf(args)}`;
+  const query = queryOf(args);
   const json = has(args, 'json');
   const show = async (): Promise<void> => {
-    const reply = (await client.call('GET', path)) as TasksReply;
+    const reply = (await client.callRoute('taskList', {}, { query })) as TasksReply;
     if (json) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
     else io.stdout(tasksTable(reply.tasks, Date.now(), io.columns ?? 160));
     // A cut list says so, and how to see more (on stderr: stdout stays the list).

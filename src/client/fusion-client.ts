@@ -16,6 +16,7 @@ import { DELIVERY_MODES } from '../contracts/api.js';
 import { sha256Hex } from '../contracts/sha256.js';
 import { processEnv, resolveHome, resolveSocket, type Env } from '../config/settings.js';
 import { bytesRequest, describeEndpoint, envelopeError, errorReply, ndjson, rawRequest, DEFAULT_REQUEST_TIMEOUT_MS, type ApiReply, type Endpoint } from './transport.js';
+import { API_ROUTES, routePath, type RouteName, type RouteParams } from '../contracts/routes.js';
 import { startEmbeddedDaemon, type EmbeddedDaemon } from './embedded.js';
 import type {
   BgResult, DeliveryMode, HealthReply, InvestigateToolInput, Receipt, ResearchCreateBody, ResearchCreateReply, ResearchDocumentView, ResearchRunList,
@@ -118,6 +119,11 @@ export class FusionClient {
   }
 
   /** An NDJSON event stream of the socket API. */
+  /** Calls one route of the API (src/contracts/routes.ts): its method, its path with `params` filled in. */
+  async callRoute<N extends RouteName>(name: N, params: RouteParams<N>, options: { query?: URLSearchParams | string; body?: unknown; timeoutMs?: number } = {}): Promise<unknown> {
+    return this.call(API_ROUTES[name].method, routePath(name, params, options.query), options.body, options.timeoutMs);
+  }
+
   async *stream(path: string, signal?: AbortSignal): AsyncGenerator<Record<string, unknown>> {
     await this.connect();
     yield* ndjson(this.socket, path, signal);
@@ -129,7 +135,7 @@ export class FusionClient {
    */
   async ping(): Promise<boolean> {
     try {
-      return (await rawRequest(this.socket, 'GET', '/v1/health', undefined, 3_000)).status === 200;
+      return (await rawRequest(this.socket, API_ROUTES.health.method, routePath('health', {}), undefined, 3_000)).status === 200;
     } catch (err) {
       if (err instanceof FusionError && err.code === 'forbidden') throw err;
       return false;
@@ -137,7 +143,7 @@ export class FusionClient {
   }
 
   async health(): Promise<HealthReply> {
-    return this.call('GET', '/v1/health') as Promise<HealthReply>;
+    return this.callRoute('health', {}) as Promise<HealthReply>;
   }
 
   // ----------------------------------------------------------------------------------------
@@ -155,18 +161,18 @@ export class FusionClient {
   async submit(workflow: Workflow, args: unknown, options: SubmitOptions): Promise<Receipt> {
     if (typeof options?.repo !== 'string' || options.repo.trim() === '') throw new FusionError('invalid_input', 'repo must be an absolute directory path', { details: { field: 'repo' } });
     const body = { arguments: args, repo: resolvePath(options.repo), ...(options.options ? { options: options.options } : {}) };
-    return this.call('POST', `/v1/tasks/${workflow}`, body) as Promise<Receipt>;
+    return this.callRoute('taskSubmit', { workflow }, { body }) as Promise<Receipt>;
   }
 
   async status(taskId: string): Promise<TaskView> {
-    return this.call('GET', `/v1/tasks/${taskPath(taskId)}`) as Promise<TaskView>;
+    return this.callRoute('task', { id: idParam(taskId) }) as Promise<TaskView>;
   }
 
   async tasks(query: { state?: string; limit?: number } = {}): Promise<TaskView[]> {
     const q = new URLSearchParams();
     if (query.state !== undefined) q.set('state', query.state);
     if (query.limit !== undefined) q.set('limit', String(query.limit));
-    return (this.call('GET', `/v1/tasks?${q.toString()}`) as Promise<{ tasks: TaskView[] }>).then((r) => r.tasks);
+    return (this.callRoute('taskList', {}, { query: q }) as Promise<{ tasks: TaskView[] }>).then((r) => r.tasks);
   }
 
   /**
@@ -180,7 +186,7 @@ export class FusionClient {
     for (;;) {
       const left = Math.max(0, Math.round(deadline - Date.now()));
       const slice = Math.min(left, 600_000);
-      const reply = (await this.call('GET', `/v1/tasks/${taskPath(taskId)}/wait?timeoutMs=${slice}`, undefined, slice + 60_000)) as WaitReply;
+      const reply = (await this.callRoute('taskWait', { id: idParam(taskId) }, { query: `timeoutMs=${slice}`, timeoutMs: slice + 60_000 })) as WaitReply;
       if (reply.terminal || Date.now() >= deadline) return reply;
     }
   }
@@ -189,7 +195,7 @@ export class FusionClient {
   async result(taskId: string, options: { delivery?: DeliveryMode } = {}): Promise<BgResult> {
     const delivery = options.delivery ?? 'auto';
     if (!(DELIVERY_MODES as readonly string[]).includes(delivery)) throw new FusionError('invalid_input', `delivery must be one of ${DELIVERY_MODES.join(', ')}, got ${JSON.stringify(delivery)}`, { details: { field: 'delivery' } });
-    return this.call('GET', `/v1/tasks/${taskPath(taskId)}/result?delivery=${delivery}`) as Promise<BgResult>;
+    return this.callRoute('taskResult', { id: idParam(taskId) }, { query: `delivery=${delivery}` }) as Promise<BgResult>;
   }
 
   /**
@@ -199,7 +205,7 @@ export class FusionClient {
    */
   async answer(taskId: string, expectSha256?: string): Promise<Buffer> {
     await this.connect();
-    const reply = await bytesRequest(this.socket, 'GET', `/v1/tasks/${taskPath(taskId)}/answer`);
+    const reply = await bytesRequest(this.socket, API_ROUTES.taskAnswer.method, routePath('taskAnswer', { id: idParam(taskId) }));
     if (reply.status >= 400) throw envelopeError(errorReply(reply));
     const observed = sha256Hex(reply.bytes);
     const sent = reply.headers['x-fusion-answer-sha256'];
@@ -212,7 +218,7 @@ export class FusionClient {
   }
 
   async cancel(taskId: string): Promise<TaskView> {
-    return this.call('POST', `/v1/tasks/${taskPath(taskId)}/cancel`) as Promise<TaskView>;
+    return this.callRoute('taskCancel', { id: idParam(taskId) }) as Promise<TaskView>;
   }
 
   /** The task's events (history first), ending after its terminal event. */
@@ -220,33 +226,32 @@ export class FusionClient {
     const q = new URLSearchParams();
     if (options.after !== undefined) q.set('after', String(options.after));
     if (options.follow === false) q.set('follow', 'false');
-    const query = q.size > 0 ? `?${q.toString()}` : '';
-    yield* this.stream(`/v1/tasks/${taskPath(taskId)}/events${query}`, options.signal) as AsyncGenerator<TaskEvent>;
+    yield* this.stream(routePath('taskEvents', { id: idParam(taskId) }, q), options.signal) as AsyncGenerator<TaskEvent>;
   }
 
   /** New events of every task, from now on, until `signal` aborts. */
   async *allEvents(options: { signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent> {
-    yield* this.stream('/v1/events', options.signal) as AsyncGenerator<TaskEvent>;
+    yield* this.stream(routePath('events', {}), options.signal) as AsyncGenerator<TaskEvent>;
   }
 
   // ----------------------------------------------------------------------------------------
   // Research runs (bearer workspace key; socket or TCP)
 
-  private async researchCall(method: string, path: string, options: ResearchCallOptions, extra: { body?: unknown; idempotencyKey?: string } = {}): Promise<unknown> {
+  private async researchCall<N extends RouteName>(name: N, params: RouteParams<N>, options: ResearchCallOptions, extra: { body?: unknown; idempotencyKey?: string; query?: URLSearchParams } = {}): Promise<unknown> {
     const key = options.apiKey ?? this.apiKey;
     if (key === undefined || key === '') throw new FusionError('unauthorized', 'the research API needs a workspace API key (apiKey; create one with fusion keys create --workspace ID --kind workspace)');
     const headers: Record<string, string> = { authorization: `Bearer ${key}` };
     if (extra.idempotencyKey !== undefined) headers['idempotency-key'] = extra.idempotencyKey;
     const endpoint = this.researchEndpoint ?? this.socket;
     if (this.researchEndpoint === undefined) await this.connect();
-    const reply = await rawRequest(endpoint, method, path, extra.body, DEFAULT_REQUEST_TIMEOUT_MS, headers);
+    const reply = await rawRequest(endpoint, API_ROUTES[name].method, routePath(name, params, extra.query), extra.body, DEFAULT_REQUEST_TIMEOUT_MS, headers);
     if (reply.status >= 400) throw envelopeError(reply);
     return reply.body;
   }
 
   /** Creates a durable research run (or returns the one this idempotency key already made). */
   async createRun(body: ResearchCreateBody, options: ResearchCallOptions & { idempotencyKey: string }): Promise<ResearchCreateReply> {
-    return this.researchCall('POST', '/api/v1/research', options, { body, idempotencyKey: options.idempotencyKey }) as Promise<ResearchCreateReply>;
+    return this.researchCall('researchCreate', {}, options, { body, idempotencyKey: options.idempotencyKey }) as Promise<ResearchCreateReply>;
   }
 
   /** The workspace's runs, newest first; pass `nextCursor` back as `cursor` for the next page (null: last page). */
@@ -254,25 +259,24 @@ export class FusionClient {
     const query = new URLSearchParams();
     if (options.limit !== undefined) query.set('limit', String(options.limit));
     if (options.cursor !== undefined) query.set('cursor', options.cursor);
-    const qs = query.toString();
-    return this.researchCall('GET', `/api/v1/research${qs === '' ? '' : `?${qs}`}`, options) as Promise<ResearchRunList>;
+    return this.researchCall('researchList', {}, options, { query }) as Promise<ResearchRunList>;
   }
 
   async getRun(runId: string, options: ResearchCallOptions = {}): Promise<ResearchRunView> {
-    return ((await this.researchCall('GET', `/api/v1/research/${taskPath(runId)}`, options)) as { run: ResearchRunView }).run;
+    return ((await this.researchCall('researchRun', { id: idParam(runId) }, options)) as { run: ResearchRunView }).run;
   }
 
   async cancelRun(runId: string, options: ResearchCallOptions & { idempotencyKey: string }): Promise<ResearchRunView> {
-    return ((await this.researchCall('POST', `/api/v1/research/${taskPath(runId)}/cancel`, options, { idempotencyKey: options.idempotencyKey })) as { run: ResearchRunView }).run;
+    return ((await this.researchCall('researchCancel', { id: idParam(runId) }, options, { idempotencyKey: options.idempotencyKey })) as { run: ResearchRunView }).run;
   }
 
   /** The run's Markdown document (not_found until the run succeeded). */
   async document(runId: string, options: ResearchCallOptions = {}): Promise<ResearchDocumentView> {
-    return ((await this.researchCall('GET', `/api/v1/research/${taskPath(runId)}/document`, options)) as { document: ResearchDocumentView }).document;
+    return ((await this.researchCall('researchDocument', { id: idParam(runId) }, options)) as { document: ResearchDocumentView }).document;
   }
 
   async snapshots(runId: string, options: ResearchCallOptions = {}): Promise<ResearchSnapshotView[]> {
-    return ((await this.researchCall('GET', `/api/v1/research/${taskPath(runId)}/snapshots`, options)) as { snapshots: ResearchSnapshotView[] }).snapshots;
+    return ((await this.researchCall('researchSnapshots', { id: idParam(runId) }, options)) as { snapshots: ResearchSnapshotView[] }).snapshots;
   }
 
   /** Where this client sends requests (for messages). */
@@ -281,7 +285,8 @@ export class FusionClient {
   }
 }
 
-function taskPath(id: string): string {
+/** A task or run id as a route parameter (routePath percent-encodes it). */
+function idParam(id: string): string {
   if (typeof id !== 'string' || id.trim() === '') throw new FusionError('invalid_input', 'an id is required', { details: { field: 'id' } });
-  return encodeURIComponent(id.trim());
+  return id.trim();
 }

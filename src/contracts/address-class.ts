@@ -212,3 +212,78 @@ export function classifyIp(address: string, options: ClassifyIpOptions = {}): Ip
 export function isPublicIp(address: string, options: ClassifyIpOptions = {}): boolean {
   return classifyIp(address, options).public;
 }
+
+/**
+ * An IP literal as a host, a listen address or a socket peer spells it: IPv6 may be bracketed
+ * (`[::1]`, as in URLs) and may carry a zone id (`fe80::1%eth0`, as sockets report link-local
+ * peers). The address itself is parsed as strictly as `classifyIp` does, so an inet_aton
+ * shorthand (`127.1`) is not an address here either.
+ */
+export interface AddressLiteral {
+  readonly address: ipaddr.IPv4 | ipaddr.IPv6;
+  readonly zoneId?: string;
+}
+
+/** The literal `text` holds, or undefined when it is not one (a name, a malformed address). */
+export function parseAddressLiteral(text: string): AddressLiteral | undefined {
+  const bracketed = text.startsWith('[') && text.endsWith(']');
+  const inner = bracketed ? text.slice(1, -1) : text;
+  const at = inner.indexOf('%');
+  const bare = at === -1 ? inner : inner.slice(0, at);
+  // Brackets and zone ids belong to IPv6 only.
+  if ((bracketed || at !== -1) && isIP(bare) !== 6) return undefined;
+  if (at !== -1 && at === inner.length - 1) return undefined;
+  const parsed = parseStrict(bare);
+  if ('reason' in parsed) return undefined;
+  return at === -1 ? { address: parsed } : { address: parsed, zoneId: inner.slice(at + 1) };
+}
+
+/**
+ * The address an IPv4-mapped IPv6 address stands for (`::ffff:127.0.0.1` is 127.0.0.1 on the wire
+ * of a dual-stack socket); any other address as it is. IPv4-compatible `::a.b.c.d` is not mapped.
+ */
+function unmapped(address: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
+  return address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress() ? (address as ipaddr.IPv6).toIPv4Address() : address;
+}
+
+/** Loopback: 127.0.0.0/8, ::1, and either as an IPv4-mapped IPv6 address; a zone id does not matter. */
+export function isLoopbackAddress(text: string): boolean {
+  const literal = parseAddressLiteral(text);
+  return literal !== undefined && unmapped(literal.address).range() === 'loopback';
+}
+
+/**
+ * This machine or its local network: loopback, private IPv4 (10/8, 172.16/12, 192.168/16),
+ * IPv6 unique local (fc00::/7) and link-local (169.254/16, fe80::/10), IPv4-mapped ones included.
+ * Not a security boundary (the egress guard judges with `classifyIp`): it tells where a
+ * configured service is likely to run.
+ */
+export function isLocalNetworkAddress(text: string): boolean {
+  const literal = parseAddressLiteral(text);
+  if (literal === undefined) return false;
+  return ['loopback', 'private', 'uniqueLocal', 'linkLocal'].includes(unmapped(literal.address).range());
+}
+
+/**
+ * One spelling per address, for comparing two of them: the family, the full normalised form and
+ * the zone id (`ipv6:0:0:0:0:0:0:0:1`). An IPv4-mapped address stays IPv6: it is another peer
+ * than the IPv4 one as far as a socket is concerned. Undefined when `text` is not a literal.
+ */
+export function canonicalAddress(text: string): string | undefined {
+  const literal = parseAddressLiteral(text);
+  if (literal === undefined) return undefined;
+  return `${literal.address.kind()}:${literal.address.toNormalizedString()}${literal.zoneId === undefined ? '' : `%${literal.zoneId}`}`;
+}
+
+/**
+ * The unit one client is counted in: an IPv4 address as it is (an IPv4-mapped one too), an IPv6
+ * address by its /64 (one host usually holds a whole /64, so counting single addresses would let
+ * it rotate through them). Undefined when `text` is not a literal.
+ */
+export function addressUnit(text: string): string | undefined {
+  const literal = parseAddressLiteral(text);
+  if (literal === undefined) return undefined;
+  const address = unmapped(literal.address);
+  if (address.kind() === 'ipv4') return address.toString();
+  return `${(address as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+}

@@ -19,6 +19,7 @@ import type { createDockerLauncher } from '../launcher/docker.js';
 import { maintenanceConfig } from '../maintenance/config.js';
 import { startMaintenance, type MaintenanceScheduler } from '../maintenance/scheduler.js';
 import { runBackup, runOrphanReaper, runRetention, runStaleTaskSweep } from '../maintenance/jobs.js';
+import { countMaintenanceRun } from '../instrument.js';
 import type { DaemonOverrides } from './types.js';
 import type { Lifecycle } from './lifecycle.js';
 import type { Cluster } from './cluster.js';
@@ -53,6 +54,7 @@ export async function startSchedulers(inputs: SchedulerInputs, life: Lifecycle):
   const maintenance = await startMaintenance({
     jobFile: join(codeDir, 'jobs', 'maintenance-tick.js'),
     log,
+    onRun: countMaintenanceRun,
     jobs: [
       {
         name: 'retention', intervalMs: maint.retentionIntervalMs,

@@ -22,7 +22,7 @@ import { pruneSealedAttemptFiles, sealTask } from '../audit/task-tarball.js';
 import { DEFAULT_SANDBOX_LIMITS } from '../launcher/port.js';
 import { createFusionWorkflow } from '../workflow/fusion-workflow.js';
 import { startStageScheduler } from '../workflow/stage-workers.js';
-import { instrumentFetcher, instrumentStageWorkers } from '../instrument.js';
+import { countSealedTarball, instrumentFetcher, instrumentStageWorkers, replayMetrics } from '../instrument.js';
 import { toBrokerFetcher } from '../egress/guarded-fetch.js';
 import type { DaemonOverrides } from './types.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -73,6 +73,7 @@ export async function startTaskSide(inputs: TaskSideInputs, life: Lifecycle): Pr
       rosterFor,
       fetcher: instrumentFetcher(toBrokerFetcher(guardedFetch)),
       stageWorkers,
+      replayMetrics,
       sandboxOwner: sandboxes.sandboxOwner,
       sandboxLimits: DEFAULT_SANDBOX_LIMITS,
       // A shared database: attempts are kept there, so any daemon can seal any task.
@@ -92,6 +93,7 @@ export async function startTaskSide(inputs: TaskSideInputs, life: Lifecycle): Pr
       }
     },
     log,
+    onSealed: countSealedTarball,
   };
   if (signingKey) log.info({ publicKeySha256: signingKey.publicKeySha256 }, 'task tarballs are signed (Ed25519)');
   else log.warn({ home: config.home }, 'no signing key: task tarballs are sealed unsigned (fusion keys signing-init creates one)');

@@ -9,9 +9,9 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import ipaddr from 'ipaddr.js';
 import type { buildConnector } from 'undici';
 import { FusionError } from '../errors.js';
+import { canonicalAddress } from '../contracts/address-class.js';
 import type { PinnedAddress } from './host-vetting.js';
 
 export interface PinnedConnectorOptions {
@@ -22,20 +22,11 @@ export interface PinnedConnectorOptions {
   signal: AbortSignal;
 }
 
-function canonical(address: string): string | undefined {
-  try {
-    const parsed = ipaddr.parse(address);
-    return `${parsed.kind()}:${parsed.toNormalizedString()}`;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Why the connected peer is not the pinned address, or undefined when it is. */
 export function remoteAddressProblem(remoteAddress: string | undefined, pinnedAddress: string): string | undefined {
   if (remoteAddress === undefined || remoteAddress === '') return 'the socket has no remote address';
-  const remote = canonical(remoteAddress);
-  if (remote === undefined || remote !== canonical(pinnedAddress)) {
+  const remote = canonicalAddress(remoteAddress);
+  if (remote === undefined || remote !== canonicalAddress(pinnedAddress)) {
     return `the socket is connected to ${remoteAddress}, not the vetted address ${pinnedAddress}`;
   }
   return undefined;

@@ -1,13 +1,12 @@
 /**
  * Bree schedules the maintenance jobs (retention, orphan reaper, stale-task sweep, backup); each
  * tick worker asks the main thread to run its job (jobs/maintenance-tick.ts). Every run is logged
- * with its summary and counted in the metrics; a failing run is logged and retried at the next
+ * with its summary and reported to `onRun` (the daemon's metrics, src/instrument.ts); a failing run is logged and retried at the next
  * interval. An interval of 0 disables a job.
  */
 import Bree from 'bree';
 import type { Logger } from '../log.js';
 import { toFusionError } from '../errors.js';
-import { maintenanceRuns } from '../metrics/registry.js';
 
 export type MaintenanceJobName = 'retention' | 'reaper' | 'stale-sweep' | 'backup';
 
@@ -38,7 +37,7 @@ export interface MaintenanceScheduler {
   stop(): Promise<void>;
 }
 
-export async function startMaintenance(options: { jobFile: string; jobs: readonly MaintenanceJob[]; log: Logger }): Promise<MaintenanceScheduler> {
+export async function startMaintenance(options: { jobFile: string; jobs: readonly MaintenanceJob[]; log: Logger; onRun?: (job: MaintenanceJobName, outcome: 'ok' | 'failed') => void }): Promise<MaintenanceScheduler> {
   const log = options.log.child({ component: 'maintenance' });
   const byName = new Map(options.jobs.map((j) => [j.name, j]));
   const inFlight = new Map<string, Promise<unknown>>();
@@ -57,13 +56,13 @@ export async function startMaintenance(options: { jobFile: string; jobs: readonl
     const startedAt = new Date(started).toISOString();
     const p = job.run().then(
       (summary) => {
-        maintenanceRuns.inc({ job: name, outcome: 'ok' });
+        options.onRun?.(name, 'ok');
         remember({ job: name, startedAt, durationMs: Date.now() - started, outcome: 'ok', summary });
         log.info({ job: name, durationMs: Date.now() - started, summary }, 'maintenance job finished');
         return summary;
       },
       (err: unknown) => {
-        maintenanceRuns.inc({ job: name, outcome: 'failed' });
+        options.onRun?.(name, 'failed');
         const fe = toFusionError(err);
         remember({ job: name, startedAt, durationMs: Date.now() - started, outcome: 'failed', summary: { code: fe.code, message: fe.message } });
         log.error({ job: name, durationMs: Date.now() - started, err: toFusionError(err) }, 'maintenance job failed');

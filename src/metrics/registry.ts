@@ -1,6 +1,7 @@
 /**
- * The daemon's Prometheus metrics (prom-client), one registry per process. Modules that observe
- * something import the instrument they need; `GET /metrics` renders the registry. Gauges that
+ * The daemon's Prometheus metrics (prom-client), one registry per process: every instrument is
+ * declared here. Only src/instrument.ts (the wrappers and observers the composition root passes
+ * down) and the API's scrape (src/api/metrics.ts) use them; `GET /metrics` renders the registry. Gauges that
  * mirror the database (tasks by state) are filled at scrape time by a collector the composition
  * root installs, so they are never stale.
  */

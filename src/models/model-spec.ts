@@ -8,10 +8,9 @@
  *
  * Error messages never echo URL credentials: a spec is quoted with any `user:pass@` masked.
  */
-import ipaddr from 'ipaddr.js';
-import { isIP } from 'node:net';
 import { DEFAULT_BASE_URLS, MODEL_PROVIDERS, type ModelProviderName } from '../contracts/model-config.js';
 import { FusionError } from '../errors.js';
+import { isLocalNetworkAddress } from '../contracts/address-class.js';
 import { BUILTIN_STRATEGIES } from './builtin/index.js';
 
 export interface ModelSpec {
@@ -105,8 +104,5 @@ export function isLocalEndpoint(baseUrl: string): boolean {
     return false;
   }
   if (host === 'localhost' || host.endsWith('.localhost')) return true;
-  const literal = host.startsWith('[') ? host.slice(1, -1) : host;
-  if (isIP(literal) === 0) return false;
-  const addr = ipaddr.process(literal);
-  return ['loopback', 'private', 'uniqueLocal', 'linkLocal'].includes(addr.range());
+  return isLocalNetworkAddress(host);
 }

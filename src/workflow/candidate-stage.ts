@@ -11,22 +11,16 @@ import { FusionError, toFusionError } from '../errors.js';
 import { CANDIDATE_TOOLS, CHILD_LIMITS, OUTPUT_CAPS, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
 import type { ChatMessage, ChildOutcome, ChildRequest } from '../contracts/broker-protocol.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type LauncherName, type SandboxExit } from '../launcher/port.js';
-import { startBroker } from '../broker/broker-server.js';
 import { verifyToolCallLog } from '../audit/verify-log.js';
 import { checkAnswerProvenance, crossCheckBrokerRecord, crossCheckConversation } from '../audit/cross-check.js';
 import { packAttempt } from '../audit/tarball.js';
 import { startCandidateReplay, type AttemptReplay, type CandidateReplay } from './replay-attempt.js';
-import { settleAttempt } from './settle-attempt.js';
 import { activityReporter } from './activity-progress.js';
-import { attemptDirName, taskPaths } from '../tasks/paths.js';
 import { untrusted } from '../log.js';
-import { collectOutputs, createStaging, writeRequestFile } from '../launcher/attempt-dirs.js';
+import { collectOutputs } from '../launcher/attempt-dirs.js';
 import { COMPRESSION_PROMPT } from '../contracts/prompts.js';
-import { canonicalJson } from '../contracts/canonical.js';
-import type { Fetcher, RunState, UsageEntry, WorkflowDeps } from './stage-context.js';
-import type { ModelProvider } from '../models/port.js';
-import { costOf } from '../contracts/model-config.js';
-import { providerPrices } from '../models/roster-config.js';
+import type { Fetcher, RunState, WorkflowDeps } from './stage-context.js';
+import { runAttempt } from './attempt-lifecycle.js';
 
 /** The broker's record of an attempt's model calls and fetches, kept in the attempt tarball. */
 export const BROKER_RECORD_FILE = 'supervisor.broker-record.json';
@@ -37,12 +31,6 @@ export interface CandidateAnswer {
   answer: string;
   tarballPath: string;
   tarballSha256: string;
-}
-
-/** One usage row per stage attempt, priced when the model has prices configured. */
-export function usageEntry(stage: string, provider: ModelProvider, usage: { requests: number; inputTokens: number; outputTokens: number }): UsageEntry {
-  const cost = costOf({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, providerPrices(provider));
-  return { stage, model: provider.id, requests: usage.requests, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(cost === null ? {} : { cost }) };
 }
 
 export function outputBytes(text: string): number {
@@ -65,7 +53,7 @@ export const candidateKey = (slot: 1 | 2 | 3): string => `candidate-${slot}`;
 /**
  * Runs the candidates not in `finished` (a resumed task re-runs only those that had not
  * succeeded, docs/behaviour.md#b13). Each success is committed with its checkpoint in one store
- * transaction (settle-attempt.ts): a candidate recorded as succeeded is never run again.
+ * transaction (attempt-lifecycle.ts): a candidate recorded as succeeded is never run again.
  */
 export async function runCandidates(
   deps: WorkflowDeps,
@@ -154,133 +142,101 @@ async function runCandidateAttempt(
   deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched'], replayFor: ReplayGetter,
 ): Promise<CandidateAnswer> {
   const stage = `candidate-${slot}`;
-  const { store } = run.control;
-  const rec = await store.startAttempt(run.task.id, stage);
-  const name = attemptDirName(stage, rec.attempt);
-  const destDir = join(taskPaths(deps.tasksDir, run.task.id).attemptsDir, name);
-  // Unix socket paths are limited to 107 bytes: keep staging names short.
-  // The launcher hands /out and the broker socket to the sandbox's own uid when it starts it.
-  const staging = createStaging(deps.runRoot, `${run.task.id.slice(-12)}-${name}`, null);
   const workflow = run.canonicalInput.workflow;
   const declaredUrls = run.canonicalInput.context.declared_sources.map((s) => s.canonical_url);
   const tools = candidateTools(workflow);
-  const request: ChildRequest = {
-    schema_version: SCHEMA.childRequest,
-    task_id: run.task.id,
-    workflow,
-    role: 'candidate',
-    slot,
-    attempt: rec.attempt,
-    tools,
-    declared_urls: declaredUrls,
-    messages,
-    limits: {
-      max_model_requests: CHILD_LIMITS.maxModelRequests,
-      max_tool_calls: CHILD_LIMITS.maxToolCalls,
-      max_tool_result_bytes: CHILD_LIMITS.maxToolResultBytes,
-      output_cap_bytes: OUTPUT_CAPS.candidateBytes,
-    },
-    compression_prompt: COMPRESSION_PROMPT,
-  };
-  writeRequestFile(staging, request);
-  const log = run.log.child({ stage, attempt: rec.attempt });
   let handle: Awaited<ReturnType<Awaited<ReturnType<WorkflowDeps['launcherFor']>>['launch']>> | undefined;
-  const provider = run.roster.candidate(slot);
-  // Counts read from the broker below: its first activity comes after the sandbox starts.
-  const reportActivity = activityReporter((data) => run.control.progress(data), () => ({ toolCalls: broker.requestedCalls.length, modelRequests: broker.usage.requests }), { stage, attempt: rec.attempt });
-  const broker = await startBroker({
-    socketPath: staging.socketPath,
-    provider,
-    role: 'candidate',
-    taskId: run.task.id,
-    maxModelRequests: CHILD_LIMITS.maxModelRequests,
-    declaredUrls,
-    ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run, pages) } : {}),
-    onActivity: () => {
-      handle?.markActivity();
-      reportActivity();
-    },
-    log,
-  });
-  let outcome: 'succeeded' | 'failed' = 'failed';
-  let detail: Record<string, unknown> = {};
-  let tarball: { path: string; sha256: string } | undefined;
   let replay: AttemptReplay | undefined;
-  let finished: FinishedCandidate | undefined;
-  try {
-    await run.control.progress({ stage, attempt: rec.attempt, event: 'started' });
-    // Do not believe the child about what the repository tools returned: the stage's replay
-    // sandbox re-runs each call as the model asks for it, compared once the log is verified.
-    // It starts beside the candidates (not before them): the feed serves every call whenever it connects.
-    const replayStarting = replayFor();
-    const launcher = await deps.launcherFor(sandboxChoice(run));
-    handle = await launcher.launch({
-      taskId: run.task.id,
-      label: name,
-      repoDir: run.task.repoDir,
-      outDir: staging.outDir,
-      codeDir: deps.codeDir,
-      brokerSocketPath: staging.socketPath,
-      requestFile: staging.requestFile,
-      command: ['node', `${SANDBOX_PATHS.code}/sandbox/child-main.js`],
-      env: { ...CANDIDATE_ENV },
-      limits: deps.sandboxLimits,
-      signal,
-    });
-    if (replayStarting) replay = (await replayStarting).attempt({ name, destDir, rawCalls: () => broker.requestedCalls });
-    // The launcher measures /out (every file and byte, at any depth) and stops the sandbox over its caps.
-    const exit = await handle.exit;
-    detail = { exit: exitSummary(exit) };
-    if (exit.outDirOverflow !== undefined) throw new FusionError('child_output_cap', `${stage} wrote ${exit.outDirOverflow}; the sandbox was stopped`, { stage });
-    await broker.close();
-    // Every call the model asked for is in: the replay finishes while this attempt is verified.
-    replay?.endOfCalls();
-    if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
-    collectOutputs(staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);
-    // The broker's own record goes into the sealed tarball beside the child's log (written after
-    // the copy, so it replaces any file of that name the child made).
-    writeFileSync(join(destDir, BROKER_RECORD_FILE), `${JSON.stringify(broker.records)}\n`, { mode: 0o600 });
-    tarball = await packAttempt(destDir, `${destDir}.tar`);
-    const answer = judgeExit(stage, exit, destDir);
-    const verified = await verifyToolCallLog({ dir: destDir, slot, attempt: rec.attempt, allowedTools: tools, declaredUrls });
-    // Fetches the child refused on its own (undeclared/non-canonical URL) never reach the broker.
-    crossCheckBrokerRecord(verified.records, broker.records, { allowChildOnlyRejections: true });
-    // The log and the answer must be what crossed the broker, not what the child says happened.
-    crossCheckConversation(verified.records, broker.records);
-    checkAnswerProvenance(answer, broker.records);
-    if (replay) await replay.complete(verified.records);
-    outcome = 'succeeded';
-    detail = { ...detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
-    finished = { answer: { slot, attempt: rec.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 }, fetched: pages };
-    return finished.answer;
-  } catch (err) {
-    let fe = toFusionError(err, 'child_failed', stage);
-    // A model failure is reported with the provider's own (redacted) words, which the child never saw.
-    const modelError = broker.lastModelError;
-    if (modelError && fe.code !== 'cancelled') fe = new FusionError('model_error', `${stage} failed: ${modelError.message}`, { stage, cause: fe, details: fe.details });
-    // The child's stderr tail (untrusted, truncated) is what an admin needs to see why it failed.
-    detail = { ...detail, error: { code: fe.code, message: fe.message, ...(fe.details.stderr ? { stderr: fe.details.stderr } : {}) } };
-    throw fe;
-  } finally {
-    if (handle) await handle.kill().catch(() => undefined);
-    // Its calls need no replay any more (a no-op once the replay has answered).
-    replay?.abort();
-    await broker.close().catch(() => undefined);
-    // Every model call this attempt made was paid for, whether the attempt succeeded or not.
-    if (broker.usage.requests > 0) run.usage.push(usageEntry(stage, provider, broker.usage));
-    staging.remove();
-    const settled = await settleAttempt(deps, run, {
-      stage, attempt: rec.attempt, status: outcome, detail, tarball,
-      ...(finished ? { checkpoints: [{ key: candidateKey(slot), value: canonicalJson(finished) }] } : {}),
-    });
-    outcome = settled.status;
-    // Counted in the result's list only once its success (and checkpoint) committed.
-    if (outcome === 'succeeded' && tarball) run.attempts.push({ stage, attempt: rec.attempt, tarballPath: tarball.path, tarballSha256: tarball.sha256 });
-    await run.control.progress({ stage, attempt: rec.attempt, event: outcome, toolCalls: broker.requestedCalls.length }).catch(() => undefined);
-    log.info({ outcome }, 'candidate attempt settled');
-    // Evidence that could not be stored fails the attempt (it replaces a success being returned).
-    if (settled.error !== undefined) throw settled.error; // eslint-disable-line no-unsafe-finally
-  }
+  return runAttempt(deps, run, {
+    stage,
+    provider: run.roster.candidate(slot),
+    request: (attempt): ChildRequest => ({
+      schema_version: SCHEMA.childRequest,
+      task_id: run.task.id,
+      workflow,
+      role: 'candidate',
+      slot,
+      attempt,
+      tools,
+      declared_urls: declaredUrls,
+      messages,
+      limits: {
+        max_model_requests: CHILD_LIMITS.maxModelRequests,
+        max_tool_calls: CHILD_LIMITS.maxToolCalls,
+        max_tool_result_bytes: CHILD_LIMITS.maxToolResultBytes,
+        output_cap_bytes: OUTPUT_CAPS.candidateBytes,
+      },
+      compression_prompt: COMPRESSION_PROMPT,
+    }),
+    broker: ({ attempt, broker }) => {
+      // Counts read from the broker: its first activity comes after the sandbox starts.
+      const reportActivity = activityReporter((data) => run.control.progress(data), () => ({ toolCalls: broker().requestedCalls.length, modelRequests: broker().usage.requests }), { stage, attempt });
+      return {
+        role: 'candidate',
+        maxModelRequests: CHILD_LIMITS.maxModelRequests,
+        declaredUrls,
+        ...(workflow === 'research' && deps.fetcher ? { fetcher: recordingFetcher(deps.fetcher, run, pages) } : {}),
+        onActivity: () => {
+          handle?.markActivity();
+          reportActivity();
+        },
+      };
+    },
+    body: async (a) => {
+      const { broker, destDir } = a;
+      // Do not believe the child about what the repository tools returned: the stage's replay
+      // sandbox re-runs each call as the model asks for it, compared once the log is verified.
+      // It starts beside the candidates (not before them): the feed serves every call whenever it connects.
+      const replayStarting = replayFor();
+      const launcher = await deps.launcherFor(sandboxChoice(run));
+      handle = await launcher.launch({
+        taskId: run.task.id,
+        label: a.name,
+        repoDir: run.task.repoDir,
+        outDir: a.staging.outDir,
+        codeDir: deps.codeDir,
+        brokerSocketPath: a.staging.socketPath,
+        requestFile: a.staging.requestFile,
+        command: ['node', `${SANDBOX_PATHS.code}/sandbox/child-main.js`],
+        env: { ...CANDIDATE_ENV },
+        limits: deps.sandboxLimits,
+        signal,
+      });
+      if (replayStarting) replay = (await replayStarting).attempt({ name: a.name, destDir, rawCalls: () => broker.requestedCalls });
+      // The launcher measures /out (every file and byte, at any depth) and stops the sandbox over its caps.
+      const exit = await handle.exit;
+      a.detail = { exit: exitSummary(exit) };
+      if (exit.outDirOverflow !== undefined) throw new FusionError('child_output_cap', `${stage} wrote ${exit.outDirOverflow}; the sandbox was stopped`, { stage });
+      await broker.close();
+      // Every call the model asked for is in: the replay finishes while this attempt is verified.
+      replay?.endOfCalls();
+      if (signal.aborted) throw new FusionError('cancelled', `${stage} was stopped (${String(signal.reason)})`, { stage });
+      collectOutputs(a.staging.outDir, destDir, CHILD_LIMITS.maxStdoutBytes + CHILD_LIMITS.maxToolResultBytes);
+      // The broker's own record goes into the sealed tarball beside the child's log (written after
+      // the copy, so it replaces any file of that name the child made).
+      writeFileSync(join(destDir, BROKER_RECORD_FILE), `${JSON.stringify(broker.records)}\n`, { mode: 0o600 });
+      const tarball = await packAttempt(destDir, `${destDir}.tar`);
+      a.tarball = tarball;
+      const answer = judgeExit(stage, exit, destDir);
+      const verified = await verifyToolCallLog({ dir: destDir, slot, attempt: a.attempt, allowedTools: tools, declaredUrls });
+      // Fetches the child refused on its own (undeclared/non-canonical URL) never reach the broker.
+      crossCheckBrokerRecord(verified.records, broker.records, { allowChildOnlyRejections: true });
+      // The log and the answer must be what crossed the broker, not what the child says happened.
+      crossCheckConversation(verified.records, broker.records);
+      checkAnswerProvenance(answer, broker.records);
+      if (replay) await replay.complete(verified.records);
+      a.detail = { ...a.detail, toolCalls: verified.records.length, answerBytes: Buffer.byteLength(answer) };
+      const finished: FinishedCandidate = { answer: { slot, attempt: a.attempt, answer, tarballPath: tarball.path, tarballSha256: tarball.sha256 }, fetched: pages };
+      return { value: finished.answer, checkpoint: { key: candidateKey(slot), value: finished } };
+    },
+    release: async () => {
+      if (handle) await handle.kill().catch(() => undefined);
+      // Its calls need no replay any more (a no-op once the replay has answered).
+      replay?.abort();
+    },
+    settledProgress: (a) => ({ toolCalls: a.broker.requestedCalls.length }),
+    settledMessage: 'candidate attempt settled',
+  });
 }
 
 /** Keeps what each fetch returned, so the evaluator's URL checks can compare quotes with the page, and why a fetch failed. */

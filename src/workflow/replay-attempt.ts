@@ -59,6 +59,7 @@ export async function startCandidateReplay(
     limits: deps.sandboxLimits,
     tools: input.tools,
     signal: input.signal,
+    ...(deps.replayMetrics ? { metrics: deps.replayMetrics } : {}),
   });
   return {
     close: () => replay.close(),
@@ -70,7 +71,7 @@ export async function startCandidateReplay(
         async complete(logRecords) {
           const raw = attempt.rawCalls();
           // The arguments replayed are the ones the log records (same digests, same order).
-          const calls = replayInputs(logRecords, raw, input.tools);
+          const calls = replayInputs(logRecords, raw, input.tools, deps.replayMetrics);
           const waitStarted = Date.now();
           const replayed = alignStreamedReplay(logRecords, await stream.finish());
           const waitedMs = Date.now() - waitStarted;
@@ -79,7 +80,7 @@ export async function startCandidateReplay(
           const dir = join(dirname(dirname(attempt.destDir)), REPLAY_DIR);
           mkdirSync(dir, { recursive: true, mode: 0o700 });
           writeFileSync(join(dir, `${basename(attempt.destDir)}.json`), `${JSON.stringify(record)}\n`, { mode: 0o600, flag: 'wx' });
-          compareReplay(logRecords, replayed);
+          compareReplay(logRecords, replayed, deps.replayMetrics);
           // waitedMs: how long the attempt waited for its replay after its own checks (the replay's cost in wall time).
           run.log.info({ attemptName: attempt.name, replayed: replayed.length, backend: launcher.name, waitedMs }, 'tool calls replayed: every result matches');
           return { replayed: replayed.length };

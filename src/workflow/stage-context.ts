@@ -12,6 +12,7 @@ import type { StageWorkers } from './stage-workers.js';
 import type { SandboxOwner } from '../launcher/attempt-dirs.js';
 import type { FetchRequest, FetchResponse } from '../contracts/broker-protocol.js';
 import type { BudgetPlan } from '../contracts/budget.js';
+import type { ReplayMetrics } from '../audit/replay.js';
 
 export type Fetcher = (req: FetchRequest, signal: AbortSignal) => Promise<FetchResponse>;
 
@@ -43,6 +44,8 @@ export interface WorkflowDeps {
   archiveAttempts?: boolean;
   /** Replay every repository tool call before evaluation (default true; false only for benchmarks' baseline). */
   replay?: boolean;
+  /** The daemon's replay metrics (src/instrument.ts); absent, nothing is counted. */
+  replayMetrics?: ReplayMetrics;
 }
 
 export interface UsageEntry {

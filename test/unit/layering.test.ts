@@ -71,6 +71,7 @@ const PROBES: Probe[] = [
   { rule: 'rule 3: undici in src/models', file: 'src/models/probe.ts', code: "import { request } from 'undici';\nexport const x = request;\n" },
   { rule: 'rule 3: bullmq outside the queue adapters', file: 'src/research/research-service.ts', code: "import { Queue } from 'bullmq';\nexport const x = Queue;\n", fails: '@typescript-eslint/no-restricted-imports' },
   { rule: 'rule 3: bullmq in a queue adapter', file: 'src/tasks/queue-dispatch.ts', code: "import { Queue } from 'bullmq';\nexport const x = Queue;\n" },
+  { rule: 'rule 3: ipaddr.js outside the address classifier', file: 'src/api/probe.ts', code: "import ipaddr from 'ipaddr.js';\nexport const x = ipaddr;\n", fails: '@typescript-eslint/no-restricted-imports' },
   // Rule 4: the sandbox child.
   { rule: 'rule 4: sandbox code imports daemon code', file: 'sandbox/probe.ts', code: "import { FusionError } from '../src/errors.js';\nexport const x = FusionError;\n", fails: 'import-x/no-restricted-paths' },
   { rule: 'rule 4: sandbox code imports an npm package', file: 'sandbox/probe.ts', code: "import { z } from 'zod';\nexport const x = z;\n", fails: 'no-restricted-imports' },

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { classifyIp, isPublicIp, parseCidrList } from '../../../src/contracts/address-class.js';
+import { addressUnit, canonicalAddress, classifyIp, isLocalNetworkAddress, isLoopbackAddress, isPublicIp, parseAddressLiteral, parseCidrList } from '../../../src/contracts/address-class.js';
 import { FusionError } from '../../../src/errors.js';
 
 /** [address, expected deny range or 'public']. */
@@ -189,5 +189,77 @@ describe('parseCidrList', () => {
   it('uses the caller label and throws from classifyIp on a bad allow entry', () => {
     expect(() => parseCidrList(['x'], 'egress.allowCidrs')).toThrow(/^egress\.allowCidrs\[0\] "x" is not a valid CIDR/);
     expect(() => classifyIp('8.8.8.8', { allowCidrs: ['10.0.0.1/8'] })).toThrow(/host bits are set/);
+  });
+});
+
+describe('parseAddressLiteral: hosts, listen addresses and socket peers', () => {
+  it.each([
+    ['127.0.0.1', '127.0.0.1', undefined],
+    ['::1', '::1', undefined],
+    ['[::1]', '::1', undefined],
+    ['fe80::1%eth0', 'fe80::1', 'eth0'],
+    ['[fe80::1%25eth0]', 'fe80::1', '25eth0'],
+    ['::ffff:127.0.0.1', '::ffff:7f00:1', undefined],
+  ])('%s is a literal', (text, address, zone) => {
+    const literal = parseAddressLiteral(text);
+    expect(literal?.address.toString()).toBe(address);
+    expect(literal?.zoneId).toBe(zone);
+  });
+
+  it.each(['localhost', '127.1', '0x7f.0.0.1', '2130706433', '127.000.0.1', '[127.0.0.1]', '127.0.0.1%eth0', '::1%', '[::1', '', 'example.com'])('%j is not', (text) => {
+    expect(parseAddressLiteral(text)).toBeUndefined();
+  });
+});
+
+describe('isLoopbackAddress', () => {
+  it.each(['127.0.0.1', '127.255.255.254', '127.1.2.3', '::1', '[::1]', '::1%lo', '::ffff:127.0.0.1', '[::ffff:127.0.0.2]', '0:0:0:0:0:0:0:1'])('%s is loopback', (text) => {
+    expect(isLoopbackAddress(text)).toBe(true);
+  });
+
+  // `::127.0.0.1` is IPv4-compatible (::7f00:1), not mapped: it is not the loopback address.
+  it.each(['::127.0.0.1', '::7f00:1', '128.0.0.1', '10.0.0.1', '::2', '::ffff:10.0.0.1', '127.1', 'localhost', '0.0.0.0', '::'])('%s is not', (text) => {
+    expect(isLoopbackAddress(text)).toBe(false);
+  });
+});
+
+describe('isLocalNetworkAddress', () => {
+  it.each(['127.0.0.1', '::1', '10.1.2.3', '172.16.0.1', '192.168.1.10', '169.254.169.254', 'fd00::1', 'fe80::1%eth0', '[fe80::1]', '::ffff:192.168.1.1'])('%s is local', (text) => {
+    expect(isLocalNetworkAddress(text)).toBe(true);
+  });
+
+  it.each(['8.8.8.8', '2001:4860:4860::8888', '::ffff:8.8.8.8', '100.64.0.1', 'localhost', 'example.com'])('%s is not', (text) => {
+    expect(isLocalNetworkAddress(text)).toBe(false);
+  });
+});
+
+describe('canonicalAddress', () => {
+  it('spells one address one way', () => {
+    expect(canonicalAddress('::1')).toBe(canonicalAddress('0:0:0:0:0:0:0:1'));
+    expect(canonicalAddress('[::1]')).toBe(canonicalAddress('::1'));
+    expect(canonicalAddress('2001:DB8::1')).toBe(canonicalAddress('2001:db8:0:0:0:0:0:1'));
+  });
+
+  it('keeps what tells two peers apart: family, zone id, mapped versus compatible', () => {
+    expect(canonicalAddress('::ffff:127.0.0.1')).not.toBe(canonicalAddress('127.0.0.1'));
+    expect(canonicalAddress('::127.0.0.1')).not.toBe(canonicalAddress('::ffff:127.0.0.1'));
+    expect(canonicalAddress('fe80::1%eth0')).not.toBe(canonicalAddress('fe80::1%eth1'));
+    expect(canonicalAddress('fe80::1%eth0')).not.toBe(canonicalAddress('fe80::1'));
+  });
+
+  it('refuses what is not a strict literal', () => {
+    expect(canonicalAddress('127.1')).toBeUndefined();
+    expect(canonicalAddress('localhost')).toBeUndefined();
+  });
+});
+
+describe('addressUnit', () => {
+  it('counts IPv4 as itself, IPv4-mapped as its IPv4, IPv6 by its /64 whatever the zone', () => {
+    expect(addressUnit('203.0.113.7')).toBe('203.0.113.7');
+    expect(addressUnit('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(addressUnit('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(addressUnit('2001:db8:1:2::9')).toBe('2001:db8:1:2::/64');
+    expect(addressUnit('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(addressUnit('::1')).toBe('0:0:0:0::/64');
+    expect(addressUnit('not an address')).toBeUndefined();
   });
 });
