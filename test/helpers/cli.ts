@@ -102,14 +102,14 @@ export function startScript(script: string, args: readonly string[], options: St
       };
       const timer = setTimeout(() => {
         done();
-        reject(new Error(`${what}: not within ${String(timeoutMs)} ms; its ${stream}: ${text[stream]}`));
+        reject(new Error(`${what}: not within ${String(timeoutMs)} ms; its ${stream}: ${text[stream]}${stream === 'stdout' ? `; its stderr: ${text.stderr}` : ''}`));
       }, timeoutMs);
       source.on('data', onData);
       void drained.then((exit) => {
         const m = pattern.exec(text[stream]);
         done();
         if (m) resolve(m);
-        else reject(new Error(`${what}: the process ended (${String(exit.code ?? exit.signal)}) first; its ${stream}: ${text[stream]}; its stderr: ${text.stderr}`));
+        else reject(new Error(`${what}: the process ended (${String(exit.code ?? exit.signal)}) first; its ${stream}: ${text[stream]}${stream === 'stdout' ? `; its stderr: ${text.stderr}` : ''}`));
       });
     });
 

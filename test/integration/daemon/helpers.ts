@@ -29,7 +29,7 @@ export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 
     env: { ...env, FUSION_STUB_CONFIG: JSON.stringify(config) },
   });
   try {
-    const [, socket] = await started.waitForText('stdout', /READY (\S+)/, 'the stub daemon to start', 20_000);
+    const [, socket] = await started.waitForText('stdout', /READY (\S+)/, 'the stub daemon to start', 60_000);
     return { home, socket: socket!, started, proc: started.proc, client: new FusionClient(socket!), stdout: started.stdout, stderr: started.stderr };
   } catch (err) {
     await started.stop('SIGKILL');
