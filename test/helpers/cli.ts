@@ -66,8 +66,13 @@ export interface StartOptions {
 
 /** Starts `node SCRIPT ARGS` (a fixture daemon, a compiled entry point) with its output kept. */
 export function startScript(script: string, args: readonly string[], options: StartOptions = {}): Started {
+  return startCommand(process.execPath, [script, ...args], options);
+}
+
+/** Starts any command (`unshare`, `setpriv`, a shell) with its output kept (see `Started`). */
+export function startCommand(command: string, args: readonly string[], options: StartOptions = {}): Started {
   const env = options.cleanEnv === true ? { ...options.env } : { ...process.env, ...options.env };
-  const proc = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env, ...(options.cwd !== undefined ? { cwd: options.cwd } : {}) });
+  const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env, ...(options.cwd !== undefined ? { cwd: options.cwd } : {}) });
   const text = { stdout: '', stderr: '' };
   proc.stdout.on('data', (c: Buffer) => (text.stdout += c.toString()));
   proc.stderr.on('data', (c: Buffer) => (text.stderr += c.toString()));
@@ -143,4 +148,28 @@ export function startScript(script: string, args: readonly string[], options: St
 /** Starts `fusion ARGS` with its output kept (see `startScript`). */
 export function startCli(args: readonly string[], options: StartOptions = {}): Started {
   return startScript(CLI, args, options);
+}
+
+export interface RunResult extends CliResult {
+  signal: NodeJS.Signals | null;
+  /** The command outlived `timeoutMs` and was killed (SIGKILL). */
+  timedOut: boolean;
+}
+
+/**
+ * Runs a command to its end without blocking this process (a daemon in this process keeps
+ * answering it); SIGKILL after `timeoutMs`.
+ */
+export async function runCommand(command: string, args: readonly string[], options: StartOptions & { timeoutMs?: number } = {}): Promise<RunResult> {
+  const started = startCommand(command, args, options);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    started.proc.kill('SIGKILL');
+  }, options.timeoutMs ?? 240_000);
+  const exit = await started.exited;
+  clearTimeout(timer);
+  // The output is complete once both pipes ended ('close'); a command's own children may hold
+  // them open after it exited, so its own exit is what ends the run.
+  return { code: exit.code, signal: exit.signal, stdout: started.stdout(), stderr: started.stderr(), timedOut };
 }
