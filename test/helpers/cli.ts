@@ -39,8 +39,13 @@ export interface Started {
   readonly pid: number;
   stdout(): string;
   stderr(): string;
-  /** Settles when the process has exited (output may still be arriving: see `waitForText`). */
+  /** Settles when the process has exited (output may still be arriving: see `closed`). */
   readonly exited: Promise<Exit>;
+  /**
+   * Settles once the process exited and both its pipes ended: all its output is in. (A child it
+   * left running with the pipes open holds this back.)
+   */
+  readonly closed: Promise<Exit>;
   /** Whether the process is still running. */
   running(): boolean;
   /**
@@ -139,6 +144,7 @@ export function startCommand(command: string, args: readonly string[], options: 
     stdout: () => text.stdout,
     stderr: () => text.stderr,
     exited,
+    closed: drained,
     running,
     waitForText,
     stop,
@@ -172,4 +178,32 @@ export async function runCommand(command: string, args: readonly string[], optio
   // The output is complete once both pipes ended ('close'); a command's own children may hold
   // them open after it exited, so its own exit is what ends the run.
   return { code: exit.code, signal: exit.signal, stdout: started.stdout(), stderr: started.stderr(), timedOut };
+}
+
+/** A fixture daemon (test/fixtures/…-daemon.mjs) that said it is ready. */
+export interface FixtureDaemon {
+  readonly started: Started;
+  readonly pid: number;
+  /** The first word after READY: the daemon's socket. */
+  readonly socket: string;
+  /** The whole READY line. */
+  readonly ready: RegExpExecArray;
+  /** Its stdout lines so far (the fixtures' probes: ENTER, HUNG…). */
+  lines(): string[];
+  stderr(): string;
+}
+
+/**
+ * Starts a fixture daemon script and waits for its `READY <socket> …` line on stdout; a daemon
+ * that does not get there in `timeoutMs` is killed and the start fails with its output.
+ */
+export async function startFixtureDaemon(script: string, args: readonly string[], options: StartOptions = {}, timeoutMs = 60_000): Promise<FixtureDaemon> {
+  const started = startScript(script, args, options);
+  try {
+    const ready = await started.waitForText('stdout', /^READY (\S+).*$/m, `${script} to be ready`, timeoutMs);
+    return { started, pid: started.pid, socket: ready[1]!, ready, lines: () => started.stdout().split('\n').filter(Boolean), stderr: started.stderr };
+  } catch (err) {
+    await started.stop('SIGKILL');
+    throw err;
+  }
 }

@@ -17,7 +17,7 @@
  */
 import { describeUnless, missingPrerequisite } from '../../helpers/gates.js';
 import { execFileSync } from 'node:child_process';
-import { runCommand, startScript, type Started } from '../../helpers/cli.js';
+import { runCommand, startFixtureDaemon, type FixtureDaemon, type Started } from '../../helpers/cli.js';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -32,23 +32,14 @@ const suite = (name: string, body: () => void): void => describeUnless(missing, 
 
 const sh = (cmd: string, ...args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
-interface DaemonProc {
-  started: Started;
-  pid: number;
-  socket: string;
-  lines: () => string[];
-  stderr: () => string;
-}
-
-async function spawnDaemon(home: string, delayMs: number, env: Record<string, string> = {}): Promise<DaemonProc> {
-  const started = startScript(join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), [home, '-', String(delayMs)], { env });
-  procs.push(started);
-  const [, socket] = await started.waitForText('stdout', /^READY (\S+)$/m, 'the daemon to be ready');
-  return { started, pid: started.pid, socket: socket!, lines: () => started.stdout().split('\n').filter(Boolean), stderr: started.stderr };
+async function spawnDaemon(home: string, delayMs: number, env: Record<string, string> = {}): Promise<FixtureDaemon> {
+  const d = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), [home, '-', String(delayMs)], { env });
+  procs.push(d.started);
+  return d;
 }
 
 /** Stops a daemon with `signal`; its exit code (null when the signal ended it). */
-async function stop(d: DaemonProc | Started, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+async function stop(d: FixtureDaemon | Started, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
   return (await ('started' in d ? d.started : d).stop(signal)).code;
 }
 

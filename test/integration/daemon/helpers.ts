@@ -1,6 +1,6 @@
 import { tempPath } from '../../helpers/temp-dir.js';
 import { ROOT } from '../../helpers/gates.js';
-import { startScript, type Started } from '../../helpers/cli.js';
+import { startFixtureDaemon, type Started } from '../../helpers/cli.js';
 import { waitFor } from '../../helpers/wait.js';
 import { join } from 'node:path';
 import { FusionClient } from '../../../src/client/index.js';
@@ -25,16 +25,10 @@ export function tempHome(prefix = 'fusion-test-'): string {
 
 /** Starts the stub-workflow daemon as a real process on a real socket. */
 export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 0, config: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<DaemonProc> {
-  const started = startScript(join(ROOT, 'test', 'fixtures', 'stub-daemon.mjs'), [home, String(stageMs), String(answerBytes)], {
+  const { started, socket } = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'stub-daemon.mjs'), [home, String(stageMs), String(answerBytes)], {
     env: { ...env, FUSION_STUB_CONFIG: JSON.stringify(config) },
   });
-  try {
-    const [, socket] = await started.waitForText('stdout', /READY (\S+)/, 'the stub daemon to start', 60_000);
-    return { home, socket: socket!, started, proc: started.proc, client: new FusionClient(socket!), stdout: started.stdout, stderr: started.stderr };
-  } catch (err) {
-    await started.stop('SIGKILL');
-    throw err;
-  }
+  return { home, socket, started, proc: started.proc, client: new FusionClient(socket), stdout: started.stdout, stderr: started.stderr };
 }
 
 /** Stops the daemon with `signal` (SIGKILL after 30 s); resolves with its exit code (null when a signal ended it). */

@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../helpers/gates.js';
-import { startScript, type Started } from '../../helpers/cli.js';
+import { startFixtureDaemon, type Started } from '../../helpers/cli.js';
 import { startHttpOrigin, type Listener } from '../egress/origin.js';
 import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { silentLogger } from '../../../src/log.js';
@@ -23,16 +23,12 @@ interface Proc {
 
 async function spawnDaemon(name: string, shared: string, redisUrl: string, env: Record<string, string> = {}): Promise<Proc> {
   const home = tempHome(`fusion-${name}-`);
-  const started = startScript(join(ROOT, 'test', 'fixtures', 'research-daemon.mjs'), [home, join(home, 'fusion.sock'), join(shared, 'research.db')], {
+  const { started, ready } = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'research-daemon.mjs'), [home, join(home, 'fusion.sock'), join(shared, 'research.db')], {
     env: { REDIS_URL: redisUrl, EGRESS_RESOLVE: `${ORIGIN_HOST}:127.0.0.2`, LOCK_MS: '2000', STALLED_MS: '1000', ...env },
   });
-  try {
-    const [, port] = await started.waitForText('stdout', /READY \S+ (\d+)/, `daemon ${name} to start`);
-    return { started, base: `http://127.0.0.1:${port!}`, stderr: started.stderr };
-  } catch (err) {
-    await started.stop('SIGKILL');
-    throw err;
-  }
+  const port = /^READY \S+ (\d+)$/m.exec(ready[0])?.[1];
+  if (port === undefined) throw new Error(`daemon ${name} gave no port: ${ready[0]}`);
+  return { started, base: `http://127.0.0.1:${port}`, stderr: started.stderr };
 }
 
 async function stop(p: Proc | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
