@@ -48,7 +48,7 @@ export async function waitForTask(client: Pick<FusionClient, 'call'>, taskId: st
       return done(last) ? last : false;
     }, timeoutMs, 50);
   } catch (err) {
-    throw new Error(`${(err as Error).message} (last state ${String(last?.state)})`);
+    throw new Error(`${(err as Error).message} (last state ${String(last?.state)})`, { cause: err });
   }
 }
 

@@ -119,7 +119,7 @@ export async function pollRun(base: string, key: string, id: string, done: (run:
       return r.status === 200 && done(r.body.run) ? (r.body.run as unknown) : false;
     }, timeoutMs, 50);
   } catch (err) {
-    throw new Error(`${(err as Error).message}; last: ${JSON.stringify(last)}`);
+    throw new Error(`${(err as Error).message}; last: ${JSON.stringify(last)}`, { cause: err });
   }
 }
 
