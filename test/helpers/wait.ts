@@ -68,3 +68,16 @@ export function waitForOutput(proc: OutputSource, stream: 'stdout' | 'stderr', p
     proc.once('exit', onExit);
   });
 }
+
+/** `promise`'s outcome, or a rejection naming `what` once `timeoutMs` passed first. */
+export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${String(timeoutMs)} ms waiting for ${what}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

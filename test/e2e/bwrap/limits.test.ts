@@ -10,6 +10,7 @@ import { createBwrapLauncher, type BwrapLauncher } from '../../../src/launcher/b
 import { FusionError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/log.js';
 import { captureLogs, describeWithBwrap, IS_ROOT, limits, makeScratch, probe, run, type Scratch } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -119,7 +120,7 @@ describeWithBwrap('bwrap launcher: limits', () => {
           stdout += chunk.toString('utf8');
         },
       });
-      while (!stdout.includes('ready')) await new Promise((r) => setTimeout(r, 20));
+      await waitFor('the probe to say ready', () => stdout.includes('ready'), 30_000);
       const started = performance.now();
       await handle.kill('aborted');
       const elapsed = performance.now() - started;
@@ -143,7 +144,7 @@ describeWithBwrap('bwrap launcher: limits', () => {
         stdout += chunk.toString('utf8');
       },
     });
-    while (!stdout.includes('ready')) await new Promise((r) => setTimeout(r, 20));
+    await waitFor('the probe to say ready', () => stdout.includes('ready'), 30_000);
     const started = performance.now();
     await handle.kill('aborted');
     expect(performance.now() - started).toBeLessThan(3_000);
@@ -175,7 +176,7 @@ describeWithBwrap('bwrap launcher: limits', () => {
 
   it('an abort signal kills the sandbox', async () => {
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 700);
+    setTimeout(() => controller.abort(), 700); // the abort is the subject, mid-sleep
     const { exit } = await run(launcher, scratch, { command: probe('sleep.mjs'), signal: controller.signal });
     expect(exit.reason).toBe('aborted');
     expect(exit.durationMs).toBeLessThan(5_000);
@@ -202,7 +203,7 @@ describeWithBwrap('bwrap launcher: limits', () => {
       }
       return found;
     };
-    for (let i = 0; i < 50 && (await survivors()).length > 0; i += 1) await new Promise((r) => setTimeout(r, 100));
+    await waitFor('no probe left behind', async () => (await survivors()).length === 0, 10_000, 100).catch(() => undefined);
     expect(await survivors()).toEqual([]);
   });
 

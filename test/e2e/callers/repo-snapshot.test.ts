@@ -35,7 +35,7 @@ import type { ModelProvider } from '../../../src/models/port.js';
 import { openSqliteStore } from '../../../src/store/sqlite-store.js';
 import { createBundleCache } from '../../../src/bundles/bundle-cache.js';
 import { pruneRepoSnapshots } from '../../../src/bundles/snapshot-retention.js';
-import { DIST, FIXTURE_REPO, REFILL_ARGS, builtin, builtinRoster, captureLogs, sleep, trackingLauncher, wrapProvider, type LaunchRecord } from '../workflow/helpers.js';
+import { DIST, FIXTURE_REPO, REFILL_ARGS, builtin, builtinRoster, captureLogs, trackingLauncher, wrapProvider, type LaunchRecord, waitFor } from '../workflow/helpers.js';
 
 const missing = missingPrerequisite({ root: true, bwrap: true, dist: true });
 const suite = (name: string, body: () => void): void => describeUnless(missing, name, body);
@@ -140,12 +140,14 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
     });
   };
   const waitState = async (taskId: string, states: string[], ms = 120_000): Promise<Record<string, any>> => {
-    const end = Date.now() + ms;
-    for (;;) {
-      const t = (await root().call('GET', `/v1/tasks/${taskId}`)) as Record<string, any>;
-      if (states.includes(t.state as string)) return t;
-      if (Date.now() > end) throw new Error(`task ${taskId} is ${String(t.state)}, not ${states.join('/')}`);
-      await sleep(50);
+    let last: Record<string, any> | undefined;
+    try {
+      return await waitFor(`task ${taskId} to be ${states.join('/')}`, async () => {
+        last = (await root().call('GET', `/v1/tasks/${taskId}`)) as Record<string, any>;
+        return states.includes(last.state as string) ? last : false;
+      }, ms, 50);
+    } catch (err) {
+      throw new Error(`task ${taskId} is ${String(last?.state)}, not ${states.join('/')}`, { cause: err });
     }
   };
 

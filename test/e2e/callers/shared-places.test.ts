@@ -16,7 +16,8 @@
  * Needs root (useradd, setpriv) and bwrap; skips loudly elsewhere, fails under CI=true.
  */
 import { describeUnless, missingPrerequisite } from '../../helpers/gates.js';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { runCommand, startFixtureDaemon, type FixtureDaemon, type Started } from '../../helpers/cli.js';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -31,61 +32,19 @@ const suite = (name: string, body: () => void): void => describeUnless(missing, 
 
 const sh = (cmd: string, ...args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
-interface DaemonProc {
-  proc: ChildProcess;
-  socket: string;
-  lines: () => string[];
-  stderr: () => string;
+async function spawnDaemon(home: string, delayMs: number, env: Record<string, string> = {}): Promise<FixtureDaemon> {
+  const d = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), [home, '-', String(delayMs)], { env });
+  procs.push(d.started);
+  return d;
 }
 
-function spawnDaemon(home: string, delayMs: number, env: Record<string, string> = {}): Promise<DaemonProc> {
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), home, '-', String(delayMs)], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
-  });
-  let out = '';
-  let err = '';
-  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve, reject) => {
-    const onExit = (code: number | null): void => reject(new Error(`the daemon exited with ${String(code)} before it was ready: ${err}`));
-    proc.once('exit', onExit);
-    const onData = (): void => {
-      const m = /^READY (\S+)$/m.exec(out);
-      if (m === null) return;
-      proc.stdout!.off('data', onData);
-      proc.off('exit', onExit);
-      resolve({ proc, socket: m[1]!, lines: () => out.split('\n').filter(Boolean), stderr: () => err });
-    };
-    proc.stdout!.on('data', onData);
-  });
+/** Stops a daemon with `signal`; its exit code (null when the signal ended it). */
+async function stop(d: FixtureDaemon | Started, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  return (await ('started' in d ? d.started : d).stop(signal)).code;
 }
 
-async function stop(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
-  const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-  proc.kill(signal);
-  return exited;
-}
-
-/** Runs a command, collecting its output, and kills it if it outlives `timeoutMs`. */
-function runFor(cmd: string, args: string[], env: Record<string, string>, timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string; timedOut: boolean }> {
-  return new Promise((done) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      done({ code, stdout, stderr, timedOut });
-    });
-  });
-}
+/** Daemons of the running test, stopped after it whatever happened. */
+const procs: Started[] = [];
 
 /**
  * The attack, run as the local user: every process's mountinfo names its mounts' roots within
@@ -126,11 +85,9 @@ suite('what a root daemon leaves where local users look', () => {
   const user = `fsl${tag}`;
   let base = '';
   let fixture: { root: string; repo: string } | undefined;
-  const procs: ChildProcess[] = [];
   let symlinksWere: string | undefined;
 
   beforeAll(() => {
-    if (missing !== undefined) throw new Error(`${missing}, and CI=true forbids skipping this suite`);
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', user);
     base = mkdtempSync(join(tmpdir(), 'fusion-shared-'));
     chmodSync(base, 0o755);
@@ -180,7 +137,6 @@ suite('what a root daemon leaves where local users look', () => {
     try {
       expect(lstatSync(`${oldRoot}.pid`).isSymbolicLink()).toBe(true);
       const first = await spawnDaemon(home, 0);
-      procs.push(first.proc);
       expect(readFileSync(victim, 'utf8')).toBe('a root-owned file\n');
       // The user's directory is neither adopted nor removed; the daemon stages under /run.
       expect(lstatSync(oldRoot).uid).not.toBe(0);
@@ -188,13 +144,12 @@ suite('what a root daemon leaves where local users look', () => {
       expect([runRoot.isDirectory(), runRoot.uid, runRoot.mode & 0o777]).toEqual([true, 0, 0o711]);
 
       // Killed without a chance to clean up: its lock and run root must not stop the next start.
-      await stop(first.proc, 'SIGKILL');
+      await stop(first, 'SIGKILL');
       expect(existsSync(runRootOf(home))).toBe(true);
       const second = await spawnDaemon(home, 0);
-      procs.push(second.proc);
       expect(readFileSync(victim, 'utf8')).toBe('a root-owned file\n');
-      const code = await stop(second.proc);
-      expect({ code, signal: second.proc.signalCode, stderr: second.stderr() }).toMatchObject({ code: 0, signal: null });
+      const exit = await second.started.stop();
+      expect({ code: exit.code, signal: exit.signal, stderr: second.stderr() }).toMatchObject({ code: 0, signal: null });
       expect(existsSync(runRootOf(home))).toBe(false);
     } finally {
       rmSync(`${oldRoot}.pid`, { force: true });
@@ -212,7 +167,6 @@ suite('what a root daemon leaves where local users look', () => {
     writeFileSync(attack, ATTACK, { mode: 0o644 });
     const env = { TMPDIR: tmp };
     const first = await spawnDaemon(home, 2_000, env);
-    procs.push(first.proc);
     const client = new FusionClient(first.socket);
     const { taskId } = (await client.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture!.repo })) as { taskId: string };
     await waitFor('three candidates inside a model call', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length === 3, 60_000);
@@ -234,16 +188,16 @@ suite('what a root daemon leaves where local users look', () => {
 
     // A second daemon on the same data directory, on another socket, through the real CLI.
     const other = join(base, 'other.sock');
-    const second = await runFor(process.execPath, [join(DIST, 'src', 'cli', 'main.js'), 'daemon', '--data', home, '--socket', other, '--sandbox', 'bwrap'], { PATH: process.env.PATH ?? '', TMPDIR: tmp, FUSION_LOG_LEVEL: 'warn' }, 30_000);
+    const second = await runCommand(process.execPath, [join(DIST, 'src', 'cli', 'main.js'), 'daemon', '--data', home, '--socket', other, '--sandbox', 'bwrap'], { env: { PATH: process.env.PATH ?? '', TMPDIR: tmp, FUSION_LOG_LEVEL: 'warn' }, cleanEnv: true, timeoutMs: 30_000 });
     expect(second.timedOut).toBe(false);
     expect(second.code).not.toBe(0);
-    expect(second.stderr).toContain(`data directory ${home} is in use by the fusion daemon pid ${first.proc.pid} (socket ${first.socket}`);
+    expect(second.stderr).toContain(`data directory ${home} is in use by the fusion daemon pid ${first.pid} (socket ${first.socket}`);
     expect(existsSync(other)).toBe(false);
 
     const waited = (await client.call('GET', `/v1/tasks/${taskId}/wait?timeoutMs=240000`)) as { terminal: boolean; task: { state: string } };
     expect(waited).toMatchObject({ terminal: true, task: { state: 'completed' } });
 
-    expect(await stop(first.proc)).toBe(0);
+    expect(await stop(first)).toBe(0);
     expect(readdirSync(tmp)).toEqual([]);
     expect(existsSync(runRootOf(home))).toBe(false);
     expect(existsSync(join(home, 'daemon.json'))).toBe(false);

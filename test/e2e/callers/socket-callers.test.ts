@@ -15,47 +15,27 @@
  * Needs root (useradd, setpriv, unshare); skips loudly elsewhere, fails under CI=true.
  */
 import { execFileSync, spawn } from 'node:child_process';
+import { runCommand, startCli, type RunResult, type Started } from '../../helpers/cli.js';
+import { describeUnless, missingPrerequisite } from '../../helpers/gates.js';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const FIXTURE_REPO = join(ROOT, 'test', 'fixtures', 'e2e', 'repo');
-const IS_ROOT = process.getuid?.() === 0;
-const IN_CI = process.env.CI === 'true';
 const ARGS = ['--objective', 'Find where the token bucket refills tokens', '--background', 'Bursts after a pause', '--deliverable', 'The file and lines'];
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Run = RunResult;
 
-function run(cmd: string, args: string[], env: Record<string, string>, timeoutMs = 240_000): Promise<Run> {
-  return new Promise((done) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      done({ code, stdout, stderr });
-    });
-  });
-}
+/** Runs `cmd` with exactly `env` (nothing of this process's environment). */
+const run = (cmd: string, args: string[], env: Record<string, string>): Promise<Run> => runCommand(cmd, args, { env, cleanEnv: true });
 
 const sh = (cmd: string, ...args: string[]): string => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
-const suite = IS_ROOT ? describe : IN_CI ? describe : describe.skip;
-if (!IS_ROOT && !IN_CI) {
-  process.stderr.write('\n*** SKIPPED test/e2e/callers/socket-callers.test.ts: it needs root (useradd, setpriv, unshare). ***\n\n');
-}
-
-suite('non-root callers over a --socket-group socket', () => {
+// Needs root for useradd, setpriv and unshare (test/helpers/gates.ts).
+describeUnless(missingPrerequisite({ root: true }), 'non-root callers over a --socket-group socket', () => {
   const tag = randomBytes(3).toString('hex');
   const group = `fsg${tag}`;
   const alice = `fsa${tag}`;
@@ -66,8 +46,7 @@ suite('non-root callers over a --socket-group socket', () => {
   let home = '';
   let socket = '';
   let repo = '';
-  let daemon: ReturnType<typeof spawn> | undefined;
-  let daemonErr = '';
+  let daemon: Started | undefined;
 
   /** Runs `argv` as `user` (uid, primary gid and supplementary groups from the user database). */
   const asUser = (user: string, argv: string[]): Promise<Run> => {
@@ -119,7 +98,6 @@ suite('non-root callers over a --socket-group socket', () => {
   const taskCount = (): number => readdirSync(join(home, 'tasks')).length;
 
   beforeAll(async () => {
-    if (!IS_ROOT) throw new Error('this suite needs root (useradd, setpriv, unshare) and CI=true forbids skipping it');
     sh('groupadd', group);
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, alice);
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, bob);
@@ -140,29 +118,15 @@ suite('non-root callers over a --socket-group socket', () => {
     sh('chmod', '-R', 'u=rwX,go=rX', aliceHome);
     chmodSync(aliceHome, 0o700);
 
-    daemon = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'daemon', '--data', home, '--socket', socket, '--socket-group', group, '--sandbox', 'bwrap', '--log-level', 'warn'], {
+    daemon = startCli(['daemon', '--data', home, '--socket', socket, '--socket-group', group, '--sandbox', 'bwrap', '--log-level', 'warn'], {
       env: { PATH: process.env.PATH ?? '', HOME: base },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      cleanEnv: true,
     });
-    daemon.stderr!.on('data', (c: Buffer) => (daemonErr += c.toString()));
-    await new Promise<void>((ready, fail) => {
-      const timer = setTimeout(() => fail(new Error(`daemon did not start: ${daemonErr}`)), 30_000);
-      daemon!.stderr!.on('data', () => {
-        if (daemonErr.includes('fusion daemon listening')) {
-          clearTimeout(timer);
-          ready();
-        }
-      });
-      daemon!.once('exit', (code) => fail(new Error(`daemon exited ${String(code)}: ${daemonErr}`)));
-    });
+    await daemon.waitForText('stderr', /fusion daemon listening/, 'the daemon to start');
   }, 60_000);
 
   afterAll(async () => {
-    if (daemon && daemon.exitCode === null) {
-      const exited = new Promise((r) => daemon!.once('exit', r));
-      daemon.kill('SIGTERM');
-      await exited;
-    }
+    await daemon?.stop();
     for (const user of [alice, bob, carol]) {
       try {
         sh('userdel', user);

@@ -9,16 +9,15 @@
  * private mount namespace with a tmpfs on /run, so no other test or daemon is touched.
  * Needs root (useradd, setpriv, unshare); skips loudly elsewhere, fails under CI=true.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { runCommand } from '../../helpers/cli.js';
+import { ROOT, describeUnless, missingPrerequisite } from '../../helpers/gates.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 
-const ROOT = resolve(import.meta.dirname, '..', '..', '..');
-const IS_ROOT = process.getuid?.() === 0;
-const IN_CI = process.env.CI === 'true';
 /** The submit flags, over the fixture repository as the users see it (through the bind mount). */
 const ARGS = (): string[] => ['--objective', 'Find where tokens are refilled', '--background', 'Bursts after a pause', '--deliverable', 'The file and lines', '--repo', join(viewDir, 'test', 'fixtures', 'builtin-repo')];
 
@@ -53,27 +52,15 @@ function asUserBesideSharedSocket(group: string, setprivArgs: string[], env: Rec
     'kill $server',
     'exit $code',
   ].join('\n');
-  return new Promise((done) => {
-    const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...argv], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', G: group, NODE: process.execPath, SERVER, PKG: ROOT, VIEW: viewDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      done({ code, stdout, stderr });
-    });
+  return runCommand('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...argv], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', G: group, NODE: process.execPath, SERVER, PKG: ROOT, VIEW: viewDir },
+    cleanEnv: true,
+    timeoutMs: 120_000,
   });
 }
 
-const suite = IS_ROOT || IN_CI ? describe : describe.skip;
-if (!IS_ROOT && !IN_CI) process.stderr.write('\n*** SKIPPED test/e2e/cli/socket-denied.test.ts: it needs root (useradd, setpriv, unshare). ***\n\n');
-
-suite('a user outside the socket group', () => {
+// Needs root for useradd, setpriv and unshare (test/helpers/gates.ts).
+describeUnless(missingPrerequisite({ root: true }), 'a user outside the socket group', () => {
   const tag = randomBytes(3).toString('hex');
   const group = `fdg${tag}`;
   const outsider = `fdo${tag}`;
@@ -81,7 +68,6 @@ suite('a user outside the socket group', () => {
   let base = '';
 
   beforeAll(() => {
-    if (!IS_ROOT) throw new Error('this suite needs root (useradd, setpriv, unshare) and CI=true forbids skipping it');
     sh('groupadd', group);
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', outsider);
     // Listed in the group database, but the session below is started without it.

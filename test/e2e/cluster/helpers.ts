@@ -3,10 +3,10 @@
  * (test/fixtures/e2e/cluster-daemon.mjs: the real workflow, bwrap, builtin engine), its READY
  * line, its stdout lines, and a cleanup that stops it and removes its home and run root.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { startFixtureDaemon, type FixtureDaemon, type Started } from '../../helpers/cli.js';
+import { tempPath } from '../../helpers/temp-dir.js';
 import { afterAll, beforeAll } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, freshRunRoot } from '../workflow/helpers.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
@@ -48,7 +48,7 @@ export function useClusterEngines(): ClusterEngines {
 }
 
 export interface ClusterDaemon {
-  proc: ChildProcess;
+  proc: Started['proc'];
   socket: string;
   home: string;
   lines: () => string[];
@@ -65,39 +65,22 @@ export async function spawnClusterDaemon(
   id: string, databaseUrl: string, redisUrl: string, delayMs: number, cleanups: Array<() => Promise<void> | void>,
   env: Record<string, string> = {},
 ): Promise<ClusterDaemon> {
-  const home = mkdtempSync(join(tmpdir(), `fusion-cluster-${id}-`));
+  const home = tempPath(`fusion-cluster-${id}-`);
   const runRoot = freshRunRoot();
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), home, runRoot, id, databaseUrl, redisUrl, String(delayMs)], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
-  });
-  let out = '';
-  let err = '';
-  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  cleanups.push(async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      proc.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      await exited;
-    }
+  const removeDirs = (): void => {
     rmSync(home, { recursive: true, force: true });
     rmSync(runRoot, { recursive: true, force: true });
+  };
+  let d: FixtureDaemon;
+  try {
+    d = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'e2e', 'cluster-daemon.mjs'), [home, runRoot, id, databaseUrl, redisUrl, String(delayMs)], { env }, 60_000);
+  } catch (err) {
+    removeDirs();
+    throw err;
+  }
+  cleanups.push(async () => {
+    await d.started.stop('SIGTERM', 15_000);
+    removeDirs();
   });
-  const socket = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`cluster daemon ${id} did not start: ${err}`)), 60_000);
-    proc.stdout!.on('data', () => {
-      const m = /^READY (\S+)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    void exited.then(() => {
-      clearTimeout(timer);
-      reject(new Error(`cluster daemon ${id} exited before READY: ${err}`));
-    });
-  });
-  return { proc, socket, home, lines: () => out.split('\n').filter(Boolean), log: () => err, exited };
+  return { proc: d.started.proc, socket: d.socket, home, lines: d.lines, log: d.stderr, exited: d.started.exited.then(() => undefined) };
 }

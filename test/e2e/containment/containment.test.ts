@@ -30,6 +30,7 @@ import { DEFAULT_SANDBOX_UIDS } from '../../../src/launcher/uid-pool.js';
 import { PRIVATE_MOUNT_BASE } from '../../../src/launcher/private-binds.js';
 import { HOST_OUT_BASE } from '../../../src/launcher/out-mount.js';
 import { backendAvailability, BACKENDS, captureLogs, createLauncher, describeBackend, freshOutDir, IS_ROOT, limits, makeScratch, PROBES_DIR, probe, report, run, type Scratch } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 const SENTINEL = 'FUSION_CONTAINMENT_SENTINEL_SECRET';
@@ -46,14 +47,6 @@ try{fs.readFileSync(process.argv[2]+'/written-by-sandbox.txt');r.read='ok'}catch
 const c=net.connect(process.argv[1]);c.on('connect',()=>{r.connect='connected';c.destroy();console.log(JSON.stringify(r))});c.on('error',e=>{r.connect=e.code;console.log(JSON.stringify(r))})`;
   const { stdout } = await execFileP('/usr/bin/setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, '-e', script, socketPath, dir], { cwd: '/' });
   return JSON.parse(stdout) as { connect: string; list: string; read: string };
-}
-
-async function waitUntil(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 for (const backend of BACKENDS) {
@@ -338,7 +331,7 @@ for (const backend of BACKENDS) {
           onStdout: (chunk) => uids.push(Number(chunk.toString().trim())),
         })));
         try {
-          await waitUntil(() => uids.length === 3);
+          await waitFor('three sandboxes to print their uids', () => uids.length === 3, 60_000);
           expect(new Set(uids).size).toBe(3);
           for (const uid of uids) expect(isRangeUid(uid)).toBe(true);
           // Where each live /out is seen from the host: bwrap's private tmpfs through its own

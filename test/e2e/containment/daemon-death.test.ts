@@ -14,6 +14,7 @@ import { createInterface } from 'node:readline';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { backendAvailability, BACKENDS, describeBackend, freshOutDir, makeScratch, PROBES_DIR, type Scratch } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const availability = await backendAvailability();
 const FIXTURE = join(import.meta.dirname, '../../fixtures/e2e/launch-and-hang.mjs');
@@ -32,13 +33,11 @@ async function pidsWith(token: string): Promise<number[]> {
   return found;
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, withinMs: number): Promise<number> {
+/** How long `check` took to hold (polled every 100 ms), or a failure after `withinMs`. */
+async function timeUntil(what: string, check: () => Promise<boolean>, withinMs: number): Promise<number> {
   const start = performance.now();
-  for (;;) {
-    if (await check()) return performance.now() - start;
-    if (performance.now() - start > withinMs) throw new Error(`${what} not within ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(what, check, withinMs, 100);
+  return performance.now() - start;
 }
 
 for (const backend of BACKENDS) {
@@ -66,14 +65,14 @@ for (const backend of BACKENDS) {
       if (backend === 'bwrap') expect((await pidsWith(token)).length).toBeGreaterThan(0);
       daemon.kill('SIGKILL');
       if (backend === 'bwrap') {
-        const ms = await waitFor('the sandboxed child gone', async () => (await pidsWith(token)).length === 0, 5_000);
+        const ms = await timeUntil('the sandboxed child gone', async () => (await pidsWith(token)).length === 0, 5_000);
         console.info(`bwrap child gone ${Math.round(ms)} ms after the daemon's SIGKILL`);
       } else {
         const docker = new Docker({ socketPath: '/var/run/docker.sock' });
         expect(containerId).toMatch(/^[0-9a-f]{64}$/);
         const gone = async (): Promise<boolean> => docker.getContainer(containerId as string).inspect().then((i) => !i.State.Running && false, () => true);
         expect(await gone()).toBe(false); // still there right after the daemon died
-        const ms = await waitFor('the container removed', gone, GONE_WITHIN_MS);
+        const ms = await timeUntil('the container removed', gone, GONE_WITHIN_MS);
         console.info(`docker container removed ${Math.round(ms)} ms after the daemon's SIGKILL (wall ${WALL_MS} ms)`);
       }
     }, 60_000);

@@ -21,6 +21,7 @@ import { HOST_OUT_BASE } from '../../../src/launcher/out-mount.js';
 import { reapSandboxLeftovers, mountPoints } from '../../../src/launcher/sandbox-reaper.js';
 import { claimHeld, createUidPool, DEFAULT_CLAIM_DIR } from '../../../src/launcher/uid-pool.js';
 import { backendAvailability, BACKENDS, createLauncher, describeBackend, freshOutDir, IS_ROOT, limits, makeScratch, PROBES_DIR, run, type Scratch } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const availability = await backendAvailability();
 const FIXTURE = join(import.meta.dirname, '../../fixtures/e2e/launch-and-hang.mjs');
@@ -62,15 +63,6 @@ async function strayPoolProcesses(range: { start: number; end: number }): Promis
   return found;
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, withinMs: number): Promise<void> {
-  const start = performance.now();
-  for (;;) {
-    if (await check()) return;
-    if (performance.now() - start > withinMs) throw new Error(`${what} not within ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 for (const backend of BACKENDS) {
   describeBackend(`leftovers after SIGKILLs [${backend}]`, availability[backend], () => {
     let scratch: Scratch;
@@ -92,6 +84,7 @@ for (const backend of BACKENDS) {
         await new Promise<void>((resolve, reject) => {
           const rl = createInterface({ input: daemon.stdout });
           rl.on('line', (line) => {
+            // Killed `at` ms into the launch: the moment of the kill is the scenario, not a wait.
             if (at !== undefined && line === 'READY') setTimeout(resolve, at);
             if (at === undefined && line.startsWith('LAUNCHED')) resolve();
           });

@@ -17,6 +17,7 @@ import { silentLogger } from '../../../src/log.js';
 import { type DockerLauncher } from '../../../src/launcher/docker.js';
 import { CHILD_IMAGE, LABELS } from '../../../src/launcher/docker-config.js';
 import { captureLogs, createTestDockerLauncher, describeBackend, freshOutDir, limits, makeScratch, PROBES_DIR, probe, report, run, TEST_OWNER, type Scratch } from '../containment/helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
@@ -24,14 +25,6 @@ const status = await createTestDockerLauncher(silentLogger()).check();
 
 async function containersOf(owner: string): Promise<Docker.ContainerInfo[]> {
   return docker.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABELS.owner}=${owner}`] }) });
-}
-
-async function waitFor(predicate: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 it('check() answers within 1 s when the engine is absent, and says what to do', async () => {
@@ -100,7 +93,7 @@ describeBackend('docker launcher', status, () => {
       },
     });
     try {
-      await waitFor(() => stdout.includes('ready'));
+      await waitFor('the probe to say ready', () => stdout.includes('ready'), 10_000);
       const [info] = (await containersOf(TEST_OWNER)).filter((c) => c.Labels[LABELS.taskId] === 'task-flags');
       expect(info?.Labels).toMatchObject({ [LABELS.sandbox]: '1', [LABELS.attempt]: 'candidate-1.attempt-2' });
       const inspect = await docker.getContainer(info!.Id).inspect();
@@ -227,7 +220,7 @@ describeBackend('docker launcher', status, () => {
         stdout += chunk.toString('utf8');
       },
     });
-    await waitFor(() => stdout.includes('ready'));
+    await waitFor('the probe to say ready', () => stdout.includes('ready'), 10_000);
     const started = performance.now();
     await handle.kill('aborted');
     const elapsed = performance.now() - started;

@@ -6,7 +6,8 @@
  * `fusion tasks`, and exits 0 on SIGTERM (the unit's KillSignal). The hardening options take
  * effect only under systemd, which this test does not run.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { startCommand } from '../../helpers/cli.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -63,16 +64,9 @@ describe('examples/systemd/fusion.service', () => {
         .replace('/opt/fusion', ROOT).replace('/var/lib/fusion', join(data, 'home')).replace('fusion-users', group).split(' ');
       expect(existsSync(exe!)).toBe(true);
       // The shared socket's default is /run/fusion; another daemon may own that here.
-      const daemon = spawn(exe!, [...args, '--socket', socket], { env: { PATH: process.env.PATH ?? '', HOME: data }, stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      daemon.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      const exited = new Promise<number | null>((resolve) => daemon.once('exit', (code) => resolve(code)));
+      const daemon = startCommand(exe!, [...args, '--socket', socket], { env: { PATH: process.env.PATH ?? '', HOME: data }, cleanEnv: true });
       try {
-        const deadline = Date.now() + 30_000;
-        while (!stderr.includes('fusion daemon listening')) {
-          if (Date.now() > deadline || daemon.exitCode !== null) throw new Error(`the daemon did not start:\n${stderr}`);
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await daemon.waitForText('stderr', /fusion daemon listening/, 'the daemon to start');
         const st = statSync(socket);
         expect(st.mode & 0o777).toBe(0o660);
         const gid = Number(spawnSync('getent', ['group', group], { encoding: 'utf8' }).stdout.split(':')[2]);
@@ -80,9 +74,9 @@ describe('examples/systemd/fusion.service', () => {
         const tasks = spawnSync(process.execPath, [join(ROOT, 'dist', 'src', 'cli', 'main.js'), 'tasks', '--socket', socket], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '', HOME: data } });
         expect({ status: tasks.status, stderr: tasks.stderr }).toEqual({ status: 0, stderr: '' });
       } finally {
-        daemon.kill('SIGTERM');
+        daemon.proc.kill('SIGTERM');
       }
-      expect(await exited).toBe(0);
+      expect((await daemon.exited).code).toBe(0);
     }, 90_000);
   });
 });

@@ -11,6 +11,7 @@ import { buildConfig, startDaemon, type Daemon } from '../../../src/main.js';
 import { FusionClient } from '../../../src/client/index.js';
 import { silentLogger } from '../../../src/log.js';
 import { startFakeOpenAI, openaiCompletion, openaiError, type FakeOpenAI } from '../../integration/models/fake-openai.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const KEY = 'sk-test-usage-kept-00000000000000000000000';
 const REPO = join(__dirname, '..', '..', 'fixtures', 'builtin-repo');
@@ -54,7 +55,7 @@ describe('usage so far is kept on cancel and failure', () => {
     closers.push(() => daemon.close());
     const receipt = (await client.call('POST', '/v1/tasks/investigate', { arguments: ARGS, repo: REPO })) as { taskId: string };
     // Wait until every candidate has made its second (hanging) call.
-    for (let i = 0; i < 200 && fake.requests.length < 6; i += 1) await new Promise((r) => setTimeout(r, 50));
+    await waitFor('six model calls at the fake provider', () => fake.requests.length >= 6, 30_000, 50);
     expect(fake.requests.length).toBe(6);
 
     const view = (await client.call('POST', `/v1/tasks/${receipt.taskId}/cancel`)) as any;

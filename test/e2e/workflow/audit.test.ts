@@ -16,7 +16,8 @@ import { canonicalJson, sha256Hex } from '../../../src/contracts/canonical.js';
 import { SqliteDb } from '../../../src/store/sqlite-db.js';
 import { silentLogger } from '../../../src/log.js';
 import type { ModelProvider } from '../../../src/models/port.js';
-import { RIGHT_FILE, builtin, builtinRoster, describeWithBwrap, slowCandidate, startE2EDaemon, wrapProvider, type E2EDaemon } from './helpers.js';
+import { RIGHT_FILE, builtin, builtinRoster, describeWithBwrap, latch, slowCandidate, startE2EDaemon, wrapProvider, type E2EDaemon } from './helpers.js';
+import { within } from '../../helpers/wait.js';
 import { CANDIDATE_REPLAY_LABEL } from '../../../src/workflow/replay-attempt.js';
 
 function captureIo(): Io & { out: string; err: string } {
@@ -313,9 +314,11 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
     }, 120_000);
 
     it('a cancelled task is sealed and verifies', async () => {
-      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home), roster: builtinRoster({ candidates: { 1: slowCandidate('content-search', 60_000) } }) });
+      const entered = latch(1);
+      d = await startE2EDaemon({ prepareHome: (home) => void initSigningKey(home), roster: builtinRoster({ candidates: { 1: slowCandidate('content-search', 60_000, entered.mark) } }) });
       const { taskId } = await d.submit();
-      await new Promise((r) => setTimeout(r, 1500));
+      // Cancelled mid-run: once the slow candidate is inside its model call.
+      await within(entered.done, 60_000, 'the slow candidate to enter its model call');
       await d.client.call('POST', `/v1/tasks/${taskId}/cancel`);
       expect((await d.waitTerminal(taskId)).state).toBe('cancelled');
       const { verify } = await exportAndVerify(d, taskId, 'cancelled');

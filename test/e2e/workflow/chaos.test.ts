@@ -12,7 +12,9 @@
  * (test/fixtures/e2e/chaos-daemon.mjs). Cost: 15 cases, about 5 s each on a quiet 2-core machine
  * (the second-kill and full-disk cases 10–20 s); 7 min under a load average of 15.
  */
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { startFixtureDaemon, type FixtureDaemon } from '../../helpers/cli.js';
+import { within } from '../../helpers/wait.js';
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,47 +33,12 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-interface ChaosDaemon {
-  proc: ChildProcess;
-  socket: string;
-  lines: () => string[];
-  stderr: () => string;
-  exited: Promise<void>;
-}
+type ChaosDaemon = FixtureDaemon;
 
 async function spawnChaosDaemon(home: string, runRoot: string, killAt: string, delays: string, env: Record<string, string> = {}): Promise<ChaosDaemon> {
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'chaos-daemon.mjs'), home, runRoot, killAt, delays], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  let out = '';
-  let err = '';
-  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  const socket = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`chaos daemon did not start: ${err}`)), 30_000);
-    const onData = (): void => {
-      const m = /^READY (\S+)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        proc.stdout!.off('data', onData);
-        resolve(m[1]!);
-      }
-    };
-    proc.stdout!.on('data', onData);
-    void exited.then(() => {
-      clearTimeout(timer);
-      reject(new Error(`chaos daemon exited before READY: ${err}`));
-    });
-  });
-  cleanups.push(() => stopProc(proc, exited));
-  return { proc, socket, lines: () => out.split('\n').filter(Boolean), stderr: () => err, exited };
-}
-
-async function stopProc(proc: ChildProcess, exited: Promise<void>): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  proc.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-  if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-  await exited;
+  const d = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'e2e', 'chaos-daemon.mjs'), [home, runRoot, killAt, delays], { env });
+  cleanups.push(() => d.started.stop().then(() => undefined));
+  return d;
 }
 
 interface Case {
@@ -129,9 +96,9 @@ describeWithBwrap('chaos: SIGKILL at every stage boundary and mid-stage, then re
       const taskId = receipt.taskId;
       if (c.externalAfterEnter !== undefined) {
         await waitFor('candidates sleeping in their sandboxes', () => first.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length >= c.externalAfterEnter!, 30_000);
-        first.proc.kill('SIGKILL');
+        first.started.proc.kill('SIGKILL');
       }
-      await Promise.race([first.exited, new Promise((_, reject) => setTimeout(() => reject(new Error(`the daemon never reached ${c.killAt}: ${first.lines().join('\n')}`)), 90_000))]);
+      await within(first.started.exited, 90_000, `the daemon to reach ${c.killAt} (and die there); its stdout:\n${first.lines().join('\n')}`);
       if (c.externalAfterEnter === undefined) expect(first.lines()).toContain(`KILL ${c.killAt}`);
       // bwrap runs with --die-with-parent: nothing of the killed daemon survives it.
       await waitFor('the sandboxes to die with the daemon', () => ourSandboxProcesses().length === 0, 10_000);
@@ -141,7 +108,7 @@ describeWithBwrap('chaos: SIGKILL at every stage boundary and mid-stage, then re
       const waited = (await new FusionClient(second.socket).call('GET', `/v1/tasks/${taskId}/wait?timeoutMs=60000`)) as { terminal: boolean; task: Record<string, any> };
       expect(waited.terminal).toBe(true);
       expect(waited.task.state).toBe('completed');
-      await stopProc(second.proc, second.exited);
+      await second.started.stop();
 
       // Counted by the model, not by the workflow's own records: what had finished before the
       // kill ran exactly once in both daemons together, and every stage ran.
@@ -198,15 +165,14 @@ describeWithBwrap('chaos: a second kill, and a data disk that fills mid-run', ()
       const d = await spawnChaosDaemon(home, runRoot, 'none', '60000,60000,60000');
       if (kill === 0) taskId = ((await new FusionClient(d.socket).call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture.repo })) as { taskId: string }).taskId;
       await waitFor('candidates sleeping in their sandboxes', () => d.lines().filter((l) => l.startsWith(`ENTER ${taskId} `)).length >= 3, 30_000);
-      d.proc.kill('SIGKILL');
-      await d.exited;
+      await d.started.stop('SIGKILL');
       await waitFor('the sandboxes to die with the daemon', () => ourSandboxProcesses().length === 0, 10_000);
     }
     const last = await spawnChaosDaemon(home, runRoot, 'none', '0,0,0');
     const waited = (await new FusionClient(last.socket).call('GET', `/v1/tasks/${taskId}/wait?timeoutMs=60000`)) as { terminal: boolean; task: Record<string, any> };
     expect(waited.task.state).toBe('failed');
     expect(waited.task.error).toMatchObject({ code: 'supervisor_restarted' });
-    await stopProc(last.proc, last.exited);
+    await last.started.stop();
 
     const store = await openSqliteStore({ file: join(home, 'fusion.db'), log: createLogger({ level: 'silent' }) });
     try {
@@ -253,7 +219,7 @@ describeWithBwrap('chaos: a second kill, and a data disk that fills mid-run', ()
     expect(waited.terminal, `non-terminal 60 s after the disk was freed: ${waited.task.state}`).toBe(true);
     expect(Date.now() - freedAt).toBeLessThan(60_000);
     expect(waited.task.state, JSON.stringify(waited.task.error)).toBe('completed');
-    await stopProc(d.proc, d.exited);
+    await d.started.stop();
 
     const runs = stageRuns([d], taskId);
     expect(runs.get('evaluator')).toBe(1);

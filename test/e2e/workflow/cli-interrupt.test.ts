@@ -3,7 +3,7 @@
  * embedded daemon to stop gracefully, says what happens to the task and how to resume or
  * cancel it, exits 130, and the task is left non-terminal (resumable), not failed or cancelled.
  */
-import { spawn } from 'node:child_process';
+import { startScript } from '../../helpers/cli.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,24 +28,12 @@ describeWithBwrap('Ctrl-C on an embedded --wait', () => {
       ...REFILL_ARGS.background.flatMap((b) => ['--background', b]), '--repo', fixture.repo, '--data', home, '--sandbox', 'bwrap', '--wait',
     ];
     const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', FUSION_HOME: home, FUSION_LOG_LEVEL: 'silent' };
-    const proc = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    proc.stdout.resume();
+    const cli = startScript(args[0]!, args.slice(1), { env, cleanEnv: true });
     // Interrupt as soon as the receipt is printed: the task has just been accepted.
-    const taskId = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no receipt within 60 s: ${stderr}`)), 60_000);
-      proc.stderr.on('data', () => {
-        const m = /(investigate-[0-9a-f]{32})/.exec(stderr);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m[1]!);
-        }
-      });
-      proc.once('exit', () => reject(new Error(`the CLI exited before its receipt: ${stderr}`)));
-    });
-    proc.kill('SIGINT');
-    const code = await new Promise<number | null>((resolve) => proc.once('exit', (c) => resolve(c)));
+    const taskId = (await cli.waitForText('stderr', /(investigate-[0-9a-f]{32})/, 'the receipt', 60_000))[1]!;
+    cli.proc.kill('SIGINT');
+    const { code } = await cli.closed;
+    const stderr = cli.stderr();
     expect(code, stderr).toBe(130);
     expect(stderr).toContain('interrupted: stopping the embedded daemon gracefully');
     expect(stderr).toContain(`task ${taskId} was left unfinished in ${home}`);

@@ -3,7 +3,8 @@
  * of a daemon process mid-run, then restart recovery (spawned daemon,
  * test/fixtures/e2e/workflow-daemon.mjs). Both with real bwrap sandboxes.
  */
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { startFixtureDaemon, type FixtureDaemon } from '../../helpers/cli.js';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -89,6 +90,8 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     // Terminal states have no exit; nothing was committed.
     const result = (await d.client.call('GET', `/v1/tasks/${taskId}/result`)) as Record<string, any>;
     expect(result).toMatchObject({ status: 'cancelled', answer: { present: false, reason: 'run_did_not_commit' } });
+    // An absence: nothing marks "no late write is coming", so this window is where a run that
+    // wrote after its cancel would show.
     await new Promise((r) => setTimeout(r, 300));
     expect((await d.daemon.store.getTask(taskId))!.state).toBe('cancelled');
     expect(await d.daemon.store.getCheckpoint(taskId, 'candidates')).toBeNull();
@@ -103,7 +106,7 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     });
 
     const first = await spawnWorkflowDaemon(home, runRoot, 60_000);
-    cleanups.push(() => stopProc(first.proc));
+    cleanups.push(() => first.started.stop().then(() => undefined));
     const client = new FusionClient(first.socket);
     const receipt = (await client.call('POST', '/v1/tasks/investigate', { arguments: REFILL_ARGS, repo: fixture.repo })) as { taskId: string };
     const taskId = receipt.taskId;
@@ -116,17 +119,16 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
     // bwrap, the sandbox init and the node child, for each of the three.
     expect(snapshot.length).toBeGreaterThanOrEqual(9);
     expect(snapshot.every((p) => isSandboxUid(p.uid))).toBe(true);
-    for (const pid of bwrapPids) expect(snapshot.find((p) => p.pid === pid)!.ppid).toBe(first.proc.pid);
+    for (const pid of bwrapPids) expect(snapshot.find((p) => p.pid === pid)!.ppid).toBe(first.pid);
 
-    first.proc.kill('SIGKILL');
-    await new Promise((r) => first.proc.once('exit', r));
+    await first.started.stop('SIGKILL');
     // bwrap runs with --die-with-parent: the whole sandbox dies with the daemon.
     await waitFor('the sandboxes to die with the daemon', () => stillAlive(snapshot).length === 0, 10_000);
     expect(stillAlive(snapshot)).toEqual([]);
 
     // Restart on the same home, no delay: recovery resumes the task from its last boundary.
     const second = await spawnWorkflowDaemon(home, runRoot, 0);
-    cleanups.push(() => stopProc(second.proc));
+    cleanups.push(() => second.started.stop().then(() => undefined));
     const client2 = new FusionClient(second.socket);
     const waited = (await client2.call('GET', `/v1/tasks/${taskId}/wait?timeoutMs=90000`)) as { terminal: boolean; task: Record<string, any> };
     expect(waited.terminal).toBe(true);
@@ -160,41 +162,6 @@ describeWithBwrap('fusion workflow e2e: cancel and crash recovery', () => {
   });
 });
 
-interface WorkflowDaemon {
-  proc: ChildProcess;
-  socket: string;
-  lines: () => string[];
-}
-
-async function spawnWorkflowDaemon(home: string, runRoot: string, delayMs: number): Promise<WorkflowDaemon> {
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), home, runRoot, String(delayMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const socket = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`workflow daemon did not start: ${err}`)), 30_000);
-    const onData = (): void => {
-      const m = /^READY (\S+)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        proc.stdout!.off('data', onData);
-        resolve(m[1]!);
-      }
-    };
-    proc.stdout!.on('data', onData);
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`workflow daemon exited with ${String(code)}: ${err}`));
-    });
-  });
-  return { proc, socket, lines: () => out.split('\n').filter(Boolean) };
-}
-
-async function stopProc(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-  if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+async function spawnWorkflowDaemon(home: string, runRoot: string, delayMs: number): Promise<FixtureDaemon> {
+  return startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'e2e', 'workflow-daemon.mjs'), [home, runRoot, String(delayMs)]);
 }

@@ -174,6 +174,7 @@ describe('startBroker', () => {
       const req = httpRequest({ socketPath, path: '/v1/model', method: 'POST', headers: { 'content-length': '1000' } });
       req.on('error', () => resolve());
       req.write('{"messages":');
+      // The hang-up mid-body is the subject: it comes a moment after the body began.
       setTimeout(() => {
         req.destroy();
         resolve();

@@ -18,6 +18,7 @@ import { SANDBOX_PATHS } from '../../../src/launcher/port.js';
 import { silentLogger } from '../../../src/log.js';
 import type { ModelProvider, ModelRequest, ModelResponse } from '../../../src/models/port.js';
 import { childRequest, makeRepo, tempDir } from './fixtures.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const REPO_ROOT = resolve(import.meta.dirname, '../../..');
 const LOG_NAME = 'candidate-1.attempt-1.tool-calls.jsonl';
@@ -205,7 +206,7 @@ describe('child-main compiled, run with plain node outside the repository', () =
     const argv = await setup(childRequest(), hangingProvider);
     const run = runNode(argv);
     // Wait until the child's model request is with the broker.
-    for (let i = 0; i < 200 && (broker?.usage.requests ?? 0) === 0; i += 1) await new Promise((r) => setTimeout(r, 25));
+    await waitFor('the child\'s model request to reach the broker', () => (broker?.usage.requests ?? 0) > 0, 20_000, 25);
     expect(broker?.usage.requests).toBe(1);
     run.kill('SIGTERM');
     expect(await run.exit).toBe(1);

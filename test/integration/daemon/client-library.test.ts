@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FusionClient, FusionError, type TaskEvent } from '../../../src/client/index.js';
 import { dataPaths } from '../../../src/tasks/paths.js';
+import { waitFor } from '../../helpers/wait.js';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
 import { createKey, ORIGIN_HOST, startResearchDaemon, type ResearchDaemon } from '../research/helpers.js';
 import { startHttpOrigin, type Listener } from '../egress/origin.js';
@@ -125,11 +126,10 @@ describe('FusionClient (research-run API)', () => {
     expect(created).toMatchObject({ deduplicated: false, run: { workspaceId: 'ws_client', query: body.query } });
     const again = await client.createRun(body, { idempotencyKey: `client-${via}` });
     expect(again).toMatchObject({ deduplicated: true, run: { id: created.run.id } });
-    let run = await client.getRun(created.run.id);
-    for (let i = 0; i < 200 && (run.status === 'queued' || run.status === 'running'); i++) {
-      await new Promise((r) => setTimeout(r, 25));
-      run = await client.getRun(created.run.id);
-    }
+    const run = await waitFor('the run to end', async () => {
+      const now = await client.getRun(created.run.id);
+      return now.status === 'queued' || now.status === 'running' ? false : now;
+    }, 20_000, 25);
     expect(run.status).toBe('succeeded');
     expect((await client.document(run.id)).runId).toBe(run.id);
     expect((await client.snapshots(run.id)).length).toBeGreaterThan(0);

@@ -11,7 +11,8 @@ import { openPgStore } from '../../../src/store/pg-store.js';
 import { silentLogger } from '../../../src/log.js';
 import { postgresAvailable, startPostgres, type PostgresServer } from '../../setup/postgres-server.js';
 import { redisAvailable, startRedis, type RedisProc } from '../research/helpers.js';
-import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
+import { INVESTIGATE_ARGS, ROOT, STARTED_RUNNING, startStubDaemon, stopDaemon, tempHome, waitForTask, type DaemonProc } from './helpers.js';
 
 const ready = postgresAvailable() && redisAvailable();
 // In cluster mode a receipt packs the repository into its bundle: a small tree, not the clone
@@ -98,25 +99,16 @@ describe.runIf(ready)('cluster mode: any daemon answers', () => {
     const b = await clusterDaemon('b', databaseUrl, 3000);
     const id = await submit(a);
     // Wait until some daemon runs it, then cancel through the daemon that does not.
-    let runner: string | undefined;
-    for (let i = 0; i < 100 && runner === undefined; i++) {
-      runner = (await eventsOf(a, id)).map((e) => e.data.daemon).find((x): x is string => typeof x === 'string');
-      if (runner === undefined) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(runner).toBeDefined();
+    const runner = await waitFor('a daemon to run the task', async () => (await eventsOf(a, id)).map((e) => e.data.daemon).find((x): x is string => typeof x === 'string'), 20_000, 100);
     const other = runner === 'a' ? b : a;
     const cancelled = (await other.client.call('POST', `/v1/tasks/${id}/cancel`)) as { state: string };
     expect(cancelled.state).toBe('cancelled');
     // The run on the other daemon stopped at once (not at its next stage boundary, 3 s away).
     const running = runner === 'a' ? a : b;
     const health = async (): Promise<number> => ((await running.client.call('GET', '/v1/health')) as { queue: { running: number } }).queue.running;
-    let left = await health();
-    for (let i = 0; i < 20 && left > 0; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      left = await health();
-    }
-    expect(left).toBe(0);
-    // No transition after the cancel, one terminal event, still cancelled.
+    await waitFor('the cancelled run to stop on the daemon running it (at once, not at its next stage boundary)', async () => (await health()) === 0, 2_000, 50);
+    // No transition after the cancel, one terminal event, still cancelled. The run has stopped,
+    // so nothing is due to come; this window is where a transition written late would show.
     await new Promise((r) => setTimeout(r, 1000));
     const events = await eventsOf(other, id);
     expect(events.filter((e) => e.kind === 'terminal')).toHaveLength(1);
@@ -128,11 +120,7 @@ describe.runIf(ready)('cluster mode: any daemon answers', () => {
     const databaseUrl = await pgServer!.createDatabase();
     const a = await clusterDaemon('a', databaseUrl, 1500);
     const id = await submit(a);
-    for (let i = 0; i < 100; i++) {
-      const state = ((await a.client.call('GET', `/v1/tasks/${id}`)) as { state: string }).state;
-      if (state !== 'initializing' && state !== 'queued') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitForTask(a.client, id, 'to start running', STARTED_RUNNING, 20_000);
     const b = await clusterDaemon('b', databaseUrl, 50);
     expect(await stopDaemon(a)).toBe(0);
     const waited = (await b.client.call('GET', `/v1/tasks/${id}/wait?timeoutMs=60000`)) as { task: { state: string } };

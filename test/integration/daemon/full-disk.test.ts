@@ -4,23 +4,22 @@
  * full, a submit is refused with storage_full (retryable, Retry-After) and nothing is created.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, mkdirSync, openSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeUnless, missingPrerequisite } from '../../helpers/gates.js';
+import { tempPath } from '../../helpers/temp-dir.js';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, type DaemonProc } from './helpers.js';
 
 type Json = Record<string, any>;
-const isRoot = process.getuid?.() === 0;
-const inCi = process.env.CI === 'true';
-if (!isRoot && !inCi) console.warn('\n!!! SKIPPING the full-disk test: mounting its tmpfs needs root\n');
-const maybe = isRoot || inCi ? describe : describe.skip;
+// Mounting its tmpfs needs root (test/helpers/gates.ts: a loud skip locally, a failure in CI).
+const missing = missingPrerequisite({ root: true });
 
 let mnt = '';
 let d: DaemonProc | undefined;
 beforeAll(() => {
-  if (!isRoot) return;
-  mnt = mkdtempSync(join(tmpdir(), 'fusion-full-'));
+  if (missing !== undefined) return;
+  mnt = tempPath('fusion-full-');
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mnt]);
 });
 afterAll(async () => {
@@ -52,9 +51,8 @@ function fill(dir: string): string {
   return file;
 }
 
-maybe('a full disk is a state, not a bug (16 MiB tmpfs)', () => {
+describeUnless(missing, 'a full disk is a state, not a bug (16 MiB tmpfs)', () => {
   it('earlier results stay readable while the disk is full; submits are refused with storage_full', async () => {
-    expect(isRoot, 'the full-disk test needs root to mount its tmpfs').toBe(true);
     const home = join(mnt, 'home');
     mkdirSync(home, { mode: 0o700 });
     d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });
@@ -83,8 +81,7 @@ maybe('a full disk is a state, not a bug (16 MiB tmpfs)', () => {
     // A daemon restarted on the full disk starts read-only, says so, and still serves results.
     await stopDaemon(d, 'SIGKILL');
     d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });
-    for (let i = 0; i < 40 && !/starting read-only/.test(d.stderr()); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(d.stderr()).toMatch(/disk holding the data directory is full: starting read-only/);
+    await d.started.waitForText('stderr', /disk holding the data directory is full: starting read-only/, 'the read-only start warning', 10_000);
     const health = (await d.client.call('GET', '/v1/health')) as Json;
     expect(health.readOnly).toBe(true);
     const afterRestart = await d.client.raw('GET', `/v1/tasks/${String(receipt.taskId)}/result`);
@@ -98,8 +95,7 @@ maybe('a full disk is a state, not a bug (16 MiB tmpfs)', () => {
     // A clean stop removed the WAL index (-shm): opening the store again on the still-full disk
     // must not fail (SQLITE_IOERR creating it); it starts read-only again and serves results.
     d = await startStubDaemon(home, 20, 0, { storageReserveBytes: 1024 * 1024 });
-    for (let i = 0; i < 40 && !/starting read-only/.test(d.stderr()); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(d.stderr()).toMatch(/starting read-only/);
+    await d.started.waitForText('stderr', /starting read-only/, 'the read-only start warning', 10_000);
     expect(d.stderr()).not.toMatch(/SQLITE_IOERR/);
     const afterCleanStop = await d.client.raw('GET', `/v1/tasks/${String(receipt.taskId)}/result`);
     expect(afterCleanStop.status, JSON.stringify(afterCleanStop.body)).toBe(200);

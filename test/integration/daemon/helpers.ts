@@ -1,16 +1,20 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { tempPath } from '../../helpers/temp-dir.js';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT } from '../../helpers/gates.js';
+import { startFixtureDaemon, type Started } from '../../helpers/cli.js';
+import { waitFor } from '../../helpers/wait.js';
+import { join } from 'node:path';
 import { FusionClient } from '../../../src/client/index.js';
 
-export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export { ROOT } from '../../helpers/gates.js';
 
 export interface DaemonProc {
   home: string;
   socket: string;
-  proc: ChildProcess;
+  /** The daemon process, its output kept (test/helpers/cli.ts). */
+  started: Started;
+  proc: Started['proc'];
   client: FusionClient;
+  stdout: () => string;
   stderr: () => string;
 }
 
@@ -21,36 +25,37 @@ export function tempHome(prefix = 'fusion-test-'): string {
 
 /** Starts the stub-workflow daemon as a real process on a real socket. */
 export async function startStubDaemon(home: string, stageMs = 50, answerBytes = 0, config: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<DaemonProc> {
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'stub-daemon.mjs'), home, String(stageMs), String(answerBytes)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env, FUSION_STUB_CONFIG: JSON.stringify(config) },
+  const { started, socket } = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'stub-daemon.mjs'), [home, String(stageMs), String(answerBytes)], {
+    env: { ...env, FUSION_STUB_CONFIG: JSON.stringify(config) },
   });
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const socket = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${err}`)), 20_000);
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /READY (\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`daemon exited with ${String(code)}: ${err}`));
-    });
-  });
-  return { home, socket, proc, client: new FusionClient(socket), stderr: () => err };
+  return { home, socket, started, proc: started.proc, client: new FusionClient(socket), stdout: started.stdout, stderr: started.stderr };
 }
 
+/** Stops the daemon with `signal` (SIGKILL after 30 s); resolves with its exit code (null when a signal ended it). */
 export async function stopDaemon(d: DaemonProc, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-  if (d.proc.exitCode !== null) return d.proc.exitCode;
-  const exited = new Promise<number | null>((resolve) => d.proc.once('exit', (code) => resolve(code)));
-  d.proc.kill(signal);
-  return exited;
+  return (await d.started.stop(signal, 30_000)).code;
 }
+
+/**
+ * Polls the task (GET /v1/tasks/:id) until `done(task)` holds and returns it; fails after
+ * `timeoutMs` naming `what` and the task's last state.
+ */
+export async function waitForTask(client: Pick<FusionClient, 'call'>, taskId: string, what: string, done: (task: Record<string, any>) => boolean, timeoutMs = 30_000): Promise<Record<string, any>> {
+  let last: Record<string, any> | undefined;
+  try {
+    return await waitFor(`task ${taskId} ${what}`, async () => {
+      last = (await client.call('GET', `/v1/tasks/${taskId}`)) as Record<string, any>;
+      return done(last) ? last : false;
+    }, timeoutMs, 50);
+  } catch (err) {
+    throw new Error(`${(err as Error).message} (last state ${String(last?.state)})`, { cause: err });
+  }
+}
+
+/**
+ * A task past initializing and queued: it has started running (its repository snapshot is
+ * packed). Only a task that ran counts a resume after a restart (docs/behaviour.md#b13).
+ */
+export const STARTED_RUNNING = (task: Record<string, any>): boolean => task.state !== 'initializing' && task.state !== 'queued';
 
 export const INVESTIGATE_ARGS = { objective: ' find risk ', background: [' repo changed '], deliverable: ' report ' };

@@ -3,24 +3,39 @@
  * honest CLI answers under pressure: busy with Retry-After, `--state queued`, truncated lists,
  * a daemon that goes away under `fusion wait` (exit 3), EPIPE, a file given as --data.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
+import { INVESTIGATE_ARGS, ROOT, STARTED_RUNNING, startStubDaemon, stopDaemon, tempHome, waitForTask, type DaemonProc } from './helpers.js';
 
 type Json = Record<string, any>;
 const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
 const exec = promisify(execFile);
-const cli = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
-  exec(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env, FUSION_HOME: '/nonexistent-fusion-home' } }).then(
+const cli = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> & { pid: number } => {
+  const running = exec(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env, FUSION_HOME: '/nonexistent-fusion-home' } });
+  const settled = running.then(
     (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
     (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
   );
+  return Object.assign(settled, { pid: running.child.pid! });
+};
+
+/**
+ * The pids at the client end of the connections a server accepted on the Unix socket `path`
+ * (`ss -xp`: an accepted socket is listed under the server's path with its peer's inode).
+ */
+function connectedPids(path: string): number[] {
+  const rows = execFileSync('ss', ['-xpH', 'state', 'established'], { encoding: 'utf8' }).split('\n').map((l) => l.trim().split(/\s+/));
+  // Columns: netid recv-q send-q local-address local-inode peer-address peer-inode users
+  const peers = new Set(rows.filter((r) => r[3] === path).map((r) => r[6]));
+  return rows.filter((r) => peers.has(r[4])).flatMap((r) => [...(r[7] ?? '').matchAll(/pid=(\d+)/g)].map((m) => Number(m[1])));
+}
 
 const daemons: DaemonProc[] = [];
 afterEach(async () => {
-  for (const d of daemons.splice(0)) if (d.proc.exitCode === null && d.proc.signalCode === null) await stopDaemon(d, 'SIGKILL');
+  for (const d of daemons.splice(0)) await stopDaemon(d, 'SIGKILL');
 });
 
 async function submit(d: DaemonProc, caller?: string): Promise<{ status: number; body: Json; retryAfter: string | undefined }> {
@@ -66,7 +81,7 @@ describe('admission control and visible queueing', () => {
     daemons.push(d);
     const running = await submit(d, 'a');
     expect(running.status).toBe(202);
-    await new Promise((r) => setTimeout(r, 300)); // the first task takes the one run slot
+    await waitForTask(d.client, String(running.body.taskId), 'to take the one run slot', STARTED_RUNNING);
     const a1 = await submit(d, 'a');
     const a2 = await submit(d, 'a');
     expect([a1.status, a2.status]).toEqual([202, 202]);
@@ -107,12 +122,8 @@ describe('admission control and visible queueing', () => {
 
     // A queued task starts in its turn: cancel the running one, and the first waiting one runs.
     await d.client.call('POST', `/v1/tasks/${String(running.body.taskId)}/cancel`);
-    let state = 'queued';
-    for (let i = 0; i < 100 && state === 'queued'; i++) {
-      await new Promise((res) => setTimeout(res, 100));
-      state = String(((await d.client.call('GET', `/v1/tasks/${String(a1.body.taskId)}`)) as Json).state);
-    }
-    expect(state).toBe('candidates_running');
+    const turn = await waitForTask(d.client, String(a1.body.taskId), 'to leave the queue', (t) => t.state !== 'queued', 10_000);
+    expect(turn.state).toBe('candidates_running');
     // Its waiting place was freed: caller a may queue one more.
     expect((await submit(d, 'a')).status).toBe(202);
   }, 90_000);
@@ -122,8 +133,9 @@ describe('honest CLI answers', () => {
   it('cancelling a queued task frees its waiting place at once (not when a run slot frees)', async () => {
     const d = await startStubDaemon(tempHome(), 3_000, 0, { taskConcurrency: 1, maxQueuedTasks: 2, maxQueuedPerCaller: 2 });
     daemons.push(d);
-    expect((await submit(d, 'a')).status).toBe(202);
-    await new Promise((r) => setTimeout(r, 300)); // the first task takes the one run slot
+    const first = await submit(d, 'a');
+    expect(first.status).toBe(202);
+    await waitForTask(d.client, String(first.body.taskId), 'to take the one run slot', STARTED_RUNNING);
     const q1 = await submit(d, 'a');
     const q2 = await submit(d, 'a');
     expect([q1.status, q2.status]).toEqual([202, 202]);
@@ -141,7 +153,8 @@ describe('honest CLI answers', () => {
     daemons.push(d);
     const r = await submit(d);
     const waiting = cli(['wait', String(r.body.taskId), '--timeout', '60', '--socket', d.socket]);
-    await new Promise((res) => setTimeout(res, 700));
+    // Killed only once the daemon holds the CLI's connection: the wait is under way, not refused at connect.
+    await waitFor('the daemon to hold fusion wait\'s connection', () => connectedPids(d.socket).includes(waiting.pid));
     await stopDaemon(d, 'SIGKILL');
     const out = await waiting;
     expect(out.code).toBe(3);

@@ -6,19 +6,19 @@
 import sqlite3 from 'sqlite3';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome, type DaemonProc } from './helpers.js';
+import { INVESTIGATE_ARGS, ROOT, STARTED_RUNNING, startStubDaemon, stopDaemon, tempHome, waitForTask, type DaemonProc } from './helpers.js';
 
 type Json = Record<string, any>;
 let d: DaemonProc | undefined;
 afterEach(async () => {
-  if (d && d.proc.exitCode === null && d.proc.signalCode === null) await stopDaemon(d, 'SIGKILL');
+  if (d) await stopDaemon(d, 'SIGKILL');
 });
 
 it('read-only start: the stale sweep does not fail interrupted tasks and no backup is written', async () => {
   const home = tempHome();
   d = await startStubDaemon(home, 10_000);
   const receipt = (await d.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT })) as Json;
-  await new Promise((r) => setTimeout(r, 500));
+  await waitForTask(d.client, String(receipt.taskId), 'to start running', STARTED_RUNNING);
   await stopDaemon(d, 'SIGKILL');
   // Interrupted long ago: any sweep would call it stale.
   // Through the sqlite3 package the daemon uses (the sqlite3 command-line tool is not installed by set-up).

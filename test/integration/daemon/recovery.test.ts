@@ -1,38 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome } from './helpers.js';
+import { INVESTIGATE_ARGS, ROOT, STARTED_RUNNING, startStubDaemon, stopDaemon, tempHome, waitForTask } from './helpers.js';
 
 type Json = Record<string, any>;
-
-/**
- * Waits until the task has started running (past initializing/queued, so its repository
- * snapshot is packed): only a task that ran counts a resume (docs/behaviour.md#b13).
- */
-async function waitResumed(client: { call(method: string, path: string): Promise<unknown> }, taskId: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const t = (await client.call('GET', `/v1/tasks/${taskId}`)) as Json;
-    if (t.resumeCount >= 1) return;
-    if (Date.now() > deadline) throw new Error(`task ${taskId} was never resumed (state ${String(t.state)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function waitRunning(client: { call(method: string, path: string): Promise<unknown> }, taskId: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const t = (await client.call('GET', `/v1/tasks/${taskId}`)) as Json;
-    if (t.state !== 'initializing' && t.state !== 'queued') return;
-    if (Date.now() > deadline) throw new Error(`task ${taskId} never started running (state ${String(t.state)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('restart recovery (kill -9)', () => {
   it('a task whose daemon was killed while it ran resumes and completes after restart', async () => {
     const home = tempHome();
     const first = await startStubDaemon(home, 1_500);
     const receipt = (await first.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT })) as Json;
-    await waitRunning(first.client, receipt.taskId);
+    await waitForTask(first.client, receipt.taskId, 'to start running', STARTED_RUNNING);
     await stopDaemon(first, 'SIGKILL');
     const second = await startStubDaemon(home, 20);
     try {
@@ -51,11 +27,11 @@ describe('restart recovery (kill -9)', () => {
     const home = tempHome();
     const a = await startStubDaemon(home, 3_000);
     const receipt = (await a.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT })) as Json;
-    await waitRunning(a.client, receipt.taskId);
+    await waitForTask(a.client, receipt.taskId, 'to start running', STARTED_RUNNING);
     await stopDaemon(a, 'SIGKILL');
     const b = await startStubDaemon(home, 3_000);
     // The resumed run must be under way (its one resume used) before the second kill.
-    await waitResumed(b.client, receipt.taskId);
+    await waitForTask(b.client, receipt.taskId, 'to be resumed', (t) => t.resumeCount >= 1);
     await stopDaemon(b, 'SIGKILL');
     const c = await startStubDaemon(home, 20);
     try {

@@ -4,6 +4,7 @@
  * exits 1 naming the task it abandoned, and the task resumes and completes at the next start.
  */
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../../helpers/wait.js';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, tempHome } from './helpers.js';
 
 type Json = Record<string, any>;
@@ -13,12 +14,9 @@ describe('shutdown deadline (single host)', () => {
   it('SIGTERM with a hung run: exit 1 within the deadline, the abandoned task logged, then resumed at the next start', async () => {
     const home = tempHome();
     const a = await startStubDaemon(home, 20, 0, { shutdownTimeoutS: DEADLINE_S }, { FUSION_STUB_HANG: '1' });
-    let out = '';
-    a.proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     const receipt = (await a.client.call('POST', '/v1/tasks/investigate', { arguments: INVESTIGATE_ARGS, repo: ROOT })) as Json;
     const hung = `HUNG ${String(receipt.taskId)}`;
-    for (const until = Date.now() + 20_000; !out.includes(hung) && Date.now() < until;) await new Promise((r) => setTimeout(r, 20));
-    expect(out).toContain(hung);
+    await waitFor(`the stub to print ${hung}`, () => a.stdout().includes(hung));
     const signalled = Date.now();
     const code = await stopDaemon(a, 'SIGTERM');
     const tookMs = Date.now() - signalled;

@@ -144,12 +144,15 @@ describe('strict socket HTTP: every reply is the JSON envelope', () => {
         const s = connect(d.socket);
         s.on('error', () => undefined);
         s.write('POST /v1/tasks/investigate HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"arguments":');
+        // The hang-up is the subject: it comes a moment after the body began, as a client's would.
         setTimeout(() => {
           s.destroy();
           resolve();
         }, 100);
       });
     }
+    // An absence: nothing marks "the daemon is done with the hang-ups", so this window is where
+    // a wrongly logged internal_error would show (the health answer below proves the daemon is up).
     await new Promise((r) => setTimeout(r, 300));
     expect(d.stderr().slice(before)).not.toMatch(/internal_error/);
     const health = await rawRequest(d.socket, 'GET /v1/health HTTP/1.1\r\nconnection: close\r\n\r\n');

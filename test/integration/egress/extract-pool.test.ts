@@ -73,6 +73,7 @@ describe('ExtractPool', () => {
     await p.run(job('<p>warm</p>'), never());
     const controller = new AbortController();
     const reason = new FusionError('request_timeout', 'deadline');
+    // The deadline is the subject: it fires while the worker is busy with the big page.
     setTimeout(() => controller.abort(reason), 50);
     await expect(p.run(job(bigPage(4 * 1024 * 1024)), controller.signal)).rejects.toBe(reason);
     expect(p.workerCount).toBe(0);

@@ -39,7 +39,7 @@ beforeAll(async () => {
       case '/moved':
         res.writeHead(301, { location: '/page#frag', 'content-type': 'text/plain' }).end('unread body');
         return;
-      case '/slow':
+      case '/slow': // a slow origin is the subject here
         setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('late'), 3000).unref();
         return;
       default:

@@ -7,6 +7,7 @@ import tls from 'node:tls';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createGuardedFetch, type GuardedFetch, type GuardedFetchOptions } from '../../../src/egress/guarded-fetch.js';
 import { captureLog, failure, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, startHttpOrigin, startRawOrigin, type Listener } from './origin.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const fetchers: GuardedFetch[] = [];
 const listeners: Listener[] = [];
@@ -119,8 +120,10 @@ describe('the one deadline', () => {
 
   it('a caller abort is network_error with aborted:true', async () => {
     const target = await raw(() => undefined);
+    const origin = listeners.at(-1)!;
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
+    // Aborted once the request is with the origin (which never answers): mid-request.
+    void waitFor('the request to reach the origin', () => origin.requests.length > 0).then(() => controller.abort());
     const err = await failure(make()({ url: target }, controller.signal));
     expect(err.code).toBe('network_error');
     expect(err.details.aborted).toBe(true);
@@ -147,6 +150,7 @@ describe('TLS', () => {
       ip: ORIGIN_IP,
       port: 0,
       connections: 0,
+      open: () => sockets.size,
       requests: [],
       headers: [],
       close: async () => {
@@ -189,7 +193,7 @@ describe('the socket peer check', () => {
     expect(err.code).toBe('blocked_address');
     expect(err.details).toMatchObject({ address: '127.0.0.3', remote_address: ORIGIN_IP });
     // Refused before a single byte was written: the origin saw a connection, never a request.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await waitFor('the origin to see the connection closed', () => origin.connections === 1 && origin.open() === 0, 10_000);
     expect(origin.requests).toEqual([]);
   });
 });

@@ -8,12 +8,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGuardedFetch, toFetchResponse, type GuardedFetch, type GuardedFetchOptions } from '../../../src/egress/guarded-fetch.js';
 import { ACCEPT_HEADER } from '../../../src/egress/constants.js';
 import { captureLog, failure, forbiddenResolver, ORIGIN_CIDR, ORIGIN_IP, scriptedResolver, startHttpOrigin, type CapturedLog, type Listener } from './origin.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const GOLDEN =
   '<h1>Title</h1><p>Visit <a href="https://example.com/docs">docs</a>.</p><table><tr><th>Name</th><th>Value</th></tr><tr><td>alpha</td><td>one</td></tr></table><pre><code>const x = 1;</code></pre>';
 const LATIN1 = Buffer.from([0x63, 0x61, 0x66, 0xe9]);
 const BAD_UTF8 = Buffer.from([0x3c, 0x70, 0x3e, 0x61, 0xff, 0x62, 0x3c, 0x2f, 0x70, 0x3e]);
-let endlessBytes = 0;
+/** Whether the last /endless response was closed (its connection is gone). */
+let endlessClosed = false;
 
 let origin: Listener;
 const fetchers: GuardedFetch[] = [];
@@ -77,10 +79,12 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'text/plain' });
         const chunk = Buffer.alloc(64 * 1024, 0x61);
         const pump = (): void => {
-          while (!res.destroyed && res.write(chunk)) endlessBytes += chunk.length;
+          let room = true;
+          while (!res.destroyed && room) room = res.write(chunk);
           if (!res.destroyed) res.once('drain', pump);
         };
         res.on('error', () => undefined);
+        res.on('close', () => (endlessClosed = true));
         pump();
         return;
       }
@@ -222,14 +226,12 @@ describe('guarded fetch: response rules', () => {
   });
 
   it('stops an endless body at the 4 MiB cap', async () => {
-    endlessBytes = 0;
+    endlessClosed = false;
     const err = await failure(make()({ url: url('/endless') }));
     expect(err.code).toBe('response_too_large');
     expect(err.details.max_bytes).toBe(4 * 1024 * 1024);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const after = endlessBytes;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(endlessBytes).toBe(after); // the origin stopped: the connection is gone
+    // The origin stopped: the connection is gone, so nothing more can be written on it.
+    await waitFor('the origin to see the endless response closed', () => endlessClosed, 10_000);
   });
 
   it('applies a smaller configured response cap while streaming', async () => {

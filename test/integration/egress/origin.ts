@@ -20,6 +20,8 @@ export interface Listener {
   readonly port: number;
   /** TCP connections accepted. */
   connections: number;
+  /** TCP connections accepted and not closed yet. */
+  open(): number;
   /** Request targets seen (HTTP origins) or first request lines (raw origins). */
   readonly requests: string[];
   /** Request headers seen (HTTP origins). */
@@ -68,7 +70,7 @@ export async function startHttpOrigin(handler: Handler, ip = ORIGIN_IP, port = 0
   const state = { connections: 0 };
   const sockets = track(server, state);
   const bound = await listen(server, ip, port);
-  return Object.assign(state, { ip, port: bound, requests, headers, close: closer(server, sockets) });
+  return Object.assign(state, { ip, port: bound, requests, headers, open: () => sockets.size, close: closer(server, sockets) });
 }
 
 /** A TCP origin that writes whatever `respond` wants once the request head arrived. */
@@ -89,7 +91,7 @@ export async function startRawOrigin(respond: (socket: net.Socket, requestHead: 
   const state = { connections: 0 };
   const sockets = track(server, state);
   const bound = await listen(server, ip, port);
-  return Object.assign(state, { ip, port: bound, requests, headers: [], close: closer(server, sockets) });
+  return Object.assign(state, { ip, port: bound, requests, headers: [], open: () => sockets.size, close: closer(server, sockets) });
 }
 
 /** Counts connections on 127.0.0.1:port and answers nothing useful. */

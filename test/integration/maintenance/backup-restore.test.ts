@@ -4,17 +4,19 @@
  * data directory by the documented steps, a daemon starts on it, and `fusion audit verify` of
  * the old task passes against the restored key; bg_result delivers it verified, restored elsewhere or to the path.
  */
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, cpSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { tempDir } from '../../helpers/temp-dir.js';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { initSigningKey } from '../../../src/audit/signing.js';
 import { runCli } from '../../../src/cli/main.js';
 import type { Io } from '../../../src/cli/commands.js';
 import { INVESTIGATE_ARGS, ROOT, startStubDaemon, stopDaemon, type DaemonProc } from '../daemon/helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
-const scratch = mkdtempSync(join(tmpdir(), 'fusion-restore-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const scratchDir = tempDir('fusion-restore-');
+const scratch = scratchDir.path;
+afterAll(() => scratchDir.remove());
 
 async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   const io = { out: '', err: '', stdout: (t: string) => void (io.out += t), stderr: (t: string) => void (io.err += t), readStdin: () => '' } as Io & { out: string; err: string };
@@ -47,10 +49,7 @@ describe('backup → restore → verify', () => {
     await d.client.wait(receipt.taskId, { timeoutMs: 30_000 });
     // The sealed tarball is written just after the terminal transition.
     let verified = await cli(['audit', 'verify', receipt.taskId, '--data', home]);
-    for (let i = 0; i < 100 && verified.code !== 0; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      verified = await cli(['audit', 'verify', receipt.taskId, '--data', home]);
-    }
+    await waitFor('the sealed task to verify', async () => (verified = await cli(['audit', 'verify', receipt.taskId, '--data', home])).code === 0, 20_000, 100).catch(() => undefined);
     expect(verified.code, verified.out + verified.err).toBe(0);
 
     const backup = await d.client.raw('POST', '/v1/admin/maintenance/backup');

@@ -43,7 +43,9 @@ describe('fusion mcp: message size limit', () => {
       // An over-long line that does end: one error, then service as usual.
       await write(proc, `${JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping', params: { pad: 'B'.repeat(LIMIT) } })}\n${JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/list' })}\n`);
       expect((await next((m) => m.id === 5)).result.tools.length).toBeGreaterThan(0);
-      await new Promise((r) => setTimeout(r, 100));
+      // Alive and answering after all of it: one more round trip rather than a pause.
+      await write(proc, `${JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'ping' })}\n`);
+      expect((await next((m) => m.id === 6)).result).toEqual({});
       expect(proc.exitCode).toBeNull();
       expect(stderr()).not.toMatch(/heap|RangeError|Error:/);
     } finally {

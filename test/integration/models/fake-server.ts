@@ -110,6 +110,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const step = steps.shift() ?? fallback;
     const reply = typeof step === 'function' ? await step(rec, index) : step;
     if (reply.hang === 'headers') return;
+    // A slow upstream is what a delayed reply is for.
     if (reply.delayMs !== undefined) await new Promise((r) => setTimeout(r, reply.delayMs));
     if (!res.destroyed) send(res, reply);
   };

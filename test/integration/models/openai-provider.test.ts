@@ -10,6 +10,7 @@ import { credentialFromEnv, type Credential } from '../../../src/models/credenti
 import { createOpenAIProvider } from '../../../src/models/openai.js';
 import { openaiCompletion, openaiError, openaiText, openaiToolCalls, startFakeOpenAI, type FakeOpenAI } from './fake-openai.js';
 import { capturedLogger, LS_TOOL, READ_TOOL, rejectionOf, request, SENTINEL_KEY, settings, type CapturedLog } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let fake: FakeOpenAI;
 let cap: CapturedLog;
@@ -257,8 +258,11 @@ describe('openai adapter: retries, timeouts, malformed bodies', () => {
     const p = createOpenAIProvider(settings(fake.baseUrl), key(), cap.log);
     fake.script({ hang: 'headers' });
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
+    const before = fake.requests.length;
+    // Aborted once the request is with the server (which never answers): mid-request.
+    void waitFor('the request to reach the fake server', () => fake.requests.length > before).then(() => controller.abort());
     const err = await rejectionOf(p.complete(request({ signal: controller.signal })));
+    expect(fake.requests.length).toBe(before + 1);
     expect(err.code).toBe('model_error');
     expect(err.message).toContain('cancelled');
     expect(err.retryable).toBe(false);

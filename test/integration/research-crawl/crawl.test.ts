@@ -12,6 +12,7 @@ import { RESEARCH_LIMIT_DEFAULTS, RESEARCH_USER_AGENT, UNTRUSTED_CAUTION, type R
 import { FusionError } from '../../../src/errors.js';
 import { startOriginWithSentinel, type Listener } from '../egress/origin.js';
 import { guardFor, html, IP_A, IP_B, startSite, type Guard, type Site } from './site.js';
+import { waitFor } from '../../helpers/wait.js';
 
 let a: Site;
 let b: Site;
@@ -409,7 +410,8 @@ describe('failures', () => {
   it("the caller's abort rejects with cancelled", async () => {
     a.pages.set('/slow', { body: html('Slow', 'x'), delayMs: 5000 });
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 200);
+    // Aborted once the slow page was asked for: mid-crawl.
+    void waitFor('the crawl to ask for /slow', () => a.requests.includes('/slow')).then(() => controller.abort());
     const started = Date.now();
     const err = await rejection(crawl([a.url('/slow')], {}, controller.signal));
     expect(err.code).toBe('cancelled');

@@ -37,6 +37,7 @@ function serve(pages: Map<string, Page>): (req: http.IncomingMessage, res: http.
       res.writeHead(page.status ?? 200, { 'content-type': page.type ?? 'text/html; charset=utf-8', ...page.headers });
       res.end(page.body ?? '');
     };
+    // A page with delayMs is a slow origin on purpose.
     if (page.delayMs === undefined) answer();
     else setTimeout(answer, page.delayMs).unref();
   };

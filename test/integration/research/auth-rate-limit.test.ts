@@ -47,6 +47,7 @@ describe('research API over TCP: failed-authentication limit', () => {
     } finally {
       await socketClient.close();
     }
+    // The window running out is the subject: the same key is admitted once it has passed.
     await new Promise((r) => setTimeout(r, WINDOW_MS + 100));
     expect((await api(d.base, 'GET', '/api/v1/research/research_x', { key })).status).toBe(404);
   });

@@ -15,6 +15,7 @@ import type { ApiKeyKind } from '../../../src/contracts/research.js';
 import type { DaemonConfigInput } from '../../../src/contracts/config.js';
 import { buildTestDocument, createTestCrawler, type TestCrawler } from '../../fixtures/research-test-crawler.mjs';
 import { REDIS_SERVER } from '../../../scripts/throwaway-servers.mjs';
+import { waitFor } from '../../helpers/wait.js';
 
 export { REDIS_SERVER, freePort, startRedis, type RedisProc } from '../../../scripts/throwaway-servers.mjs';
 export const ORIGIN_HOST = 'origin.test';
@@ -110,12 +111,15 @@ export async function api(base: string, method: string, path: string, opts: { ke
 
 /** Polls GET /api/v1/research/:id until `done(run)` or the timeout. */
 export async function pollRun(base: string, key: string, id: string, done: (run: any) => boolean, timeoutMs = 20_000): Promise<any> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await api(base, 'GET', `/api/v1/research/${id}`, { key });
-    if (r.status === 200 && done(r.body.run)) return r.body.run;
-    if (Date.now() > until) throw new Error(`run ${id} did not reach the expected state; last: ${JSON.stringify(r.body)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  let last: unknown;
+  try {
+    return await waitFor(`run ${id} to reach the expected state`, async () => {
+      const r = await api(base, 'GET', `/api/v1/research/${id}`, { key });
+      last = r.body;
+      return r.status === 200 && done(r.body.run) ? (r.body.run as unknown) : false;
+    }, timeoutMs, 50);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last: ${JSON.stringify(last)}`, { cause: err });
   }
 }
 

@@ -6,53 +6,33 @@
  * SIGKILL mid-run leaves its job to stall back to the queue (or, stopped with SIGTERM, fails the
  * attempt for a retry), where the other daemon re-claims the `running` run and finishes it. Lock and stalled intervals are shortened so that takes seconds.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../daemon/helpers.js';
+import { ROOT } from '../../helpers/gates.js';
+import { startFixtureDaemon, type Started } from '../../helpers/cli.js';
 import { startHttpOrigin, type Listener } from '../egress/origin.js';
 import { openResearchSqliteStore } from '../../../src/store/research-sqlite-store.js';
 import { silentLogger } from '../../../src/log.js';
 import { api, createKey, ORIGIN_HOST, pollRun, redisAvailable, startRedis, tempHome, TERMINAL, type RedisProc } from './helpers.js';
 
 interface Proc {
-  proc: ChildProcess;
+  started: Started;
   base: string;
   stderr: () => string;
 }
 
 async function spawnDaemon(name: string, shared: string, redisUrl: string, env: Record<string, string> = {}): Promise<Proc> {
   const home = tempHome(`fusion-${name}-`);
-  const proc = spawn(process.execPath, [join(ROOT, 'test', 'fixtures', 'research-daemon.mjs'), home, join(home, 'fusion.sock'), join(shared, 'research.db')], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, REDIS_URL: redisUrl, EGRESS_RESOLVE: `${ORIGIN_HOST}:127.0.0.2`, LOCK_MS: '2000', STALLED_MS: '1000', ...env },
+  const { started, ready } = await startFixtureDaemon(join(ROOT, 'test', 'fixtures', 'research-daemon.mjs'), [home, join(home, 'fusion.sock'), join(shared, 'research.db')], {
+    env: { REDIS_URL: redisUrl, EGRESS_RESOLVE: `${ORIGIN_HOST}:127.0.0.2`, LOCK_MS: '2000', STALLED_MS: '1000', ...env },
   });
-  let err = '';
-  proc.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`daemon ${name} did not start: ${err}`)), 30_000);
-    proc.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /READY \S+ (\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`daemon ${name} exited with ${String(code)}: ${err}`));
-    });
-  });
-  return { proc, base: `http://127.0.0.1:${port}`, stderr: () => err };
+  const port = /^READY \S+ (\d+)$/m.exec(ready[0])?.[1];
+  if (port === undefined) throw new Error(`daemon ${name} gave no port: ${ready[0]}`);
+  return { started, base: `http://127.0.0.1:${port}`, stderr: started.stderr };
 }
 
 async function stop(p: Proc | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (!p || p.proc.exitCode !== null || p.proc.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => p.proc.once('exit', () => resolve()));
-  p.proc.kill(signal);
-  await exited;
+  await p?.started.stop(signal);
 }
 
 const withRedis = redisAvailable();

@@ -16,6 +16,7 @@ import { clusterQueuePrefix } from '../../../src/queue/bullmq-shared.js';
 import { queueOwnerKey, researchQueuePrefix } from '../../../src/research/queue-dispatch.js';
 import { silentLogger } from '../../../src/log.js';
 import { redisAvailable, startRedis, type RedisProc } from './helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const RUNS = 20;
 const withRedis = redisAvailable();
@@ -59,8 +60,7 @@ describe.runIf(withRedis)('research queue: two clusters on one Redis', () => {
         await d.dispatch({ id } as ResearchRunRecord);
       }
     }
-    const deadline = Date.now() + 20_000;
-    while ((seen.one.length < RUNS || seen.two.length < RUNS) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(`${RUNS} runs taken by each worker`, () => seen.one.length >= RUNS && seen.two.length >= RUNS, 20_000, 50);
     // Both workers polled the whole time: without the prefix about half of each would cross over.
     expect(seen.one.sort()).toEqual(ids.one.sort());
     expect(seen.two.sort()).toEqual(ids.two.sort());
@@ -88,8 +88,7 @@ describe.runIf(withRedis)('research queue: two clusters on one Redis', () => {
     const defaultQueue = new Queue('research-runs', { connection: { url: redis.url } });
     try {
       await first.dispatch({ id: 'research_defaultname' } as ResearchRunRecord);
-      const deadline = Date.now() + 10_000;
-      while (!seen.includes('research_defaultname') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await waitFor('the job dispatched under the default name to run', () => seen.includes('research_defaultname'), 10_000, 50);
       expect(seen).toContain('research_defaultname');
       expect(await defaultQueue.getJob('research_defaultname')).toBeDefined();
       const client = await defaultQueue.client;

@@ -17,6 +17,7 @@ import { normalisePayload } from '../../../src/contracts/research.js';
 import type { Crawler, CrawlOutcome } from '../../../src/research/crawl/port.js';
 import { buildTestDocument } from '../../fixtures/research-test-crawler.mjs';
 import { useStoreAdapters } from '../store/helpers.js';
+import { waitFor } from '../../helpers/wait.js';
 
 // The SQL stores of every engine (SQLite file; PostgreSQL on a throwaway server) and memory.
 const adapters = useStoreAdapters();
@@ -113,7 +114,7 @@ describe.each(stores)('research runs on the %s store', (_name, open) => {
     const { service, executor, crawler } = await setup();
     const { run } = await service.create(principal, 'running', payload);
     const exec = executor.execute(run.id, { reclaim: false, finalAttempt: true });
-    while (crawler.started.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await waitFor('the crawl to start', () => crawler.started.length > 0, 10_000, 5);
     expect((await service.get(principal, run.id)).status).toBe('running');
     expect((await service.cancel(principal, run.id)).status).toBe('canceled');
     expect((await exec)?.status).toBe('canceled');
@@ -126,7 +127,7 @@ describe.each(stores)('research runs on the %s store', (_name, open) => {
     const other = new ResearchService(store, recordingDispatcher(executor), silentLogger());
     const { run } = await service.create(principal, 'elsewhere', payload);
     const exec = executor.execute(run.id, { reclaim: false, finalAttempt: true });
-    while (crawler.started.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await waitFor('the crawl to start', () => crawler.started.length > 0, 10_000, 5);
     // Straight to the store: no in-process abort, only the status changes.
     await store.cancelRun(run.id);
     expect((await exec)?.status).toBe('canceled');
@@ -140,7 +141,7 @@ describe.each(stores)('research runs on the %s store', (_name, open) => {
     for (let i = 0; i < 20; i++) {
       const { run } = await service.create(principal, `race-${i}`, payload);
       const exec = executor.execute(run.id, { reclaim: false, finalAttempt: true });
-      while (!crawler.started.includes(run.id)) await new Promise((r) => setTimeout(r, 1));
+      await waitFor(`the crawl of ${run.id} to start`, () => crawler.started.includes(run.id), 10_000, 1);
       // Cancel first, completion first, or both in the same tick.
       let cancelResult;
       if (i % 3 === 0) {
@@ -148,7 +149,7 @@ describe.each(stores)('research runs on the %s store', (_name, open) => {
         crawler.release();
       } else if (i % 3 === 1) {
         crawler.release();
-        await new Promise((r) => setTimeout(r, 5));
+        await waitFor(`${run.id} to complete before its cancel`, async () => (await service.get(principal, run.id)).status === 'succeeded', 10_000, 1);
         cancelResult = await service.cancel(principal, run.id);
       } else {
         [cancelResult] = await Promise.all([service.cancel(principal, run.id), Promise.resolve().then(() => crawler.release())]);

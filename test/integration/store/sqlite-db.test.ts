@@ -48,7 +48,7 @@ describe('SqliteDb', () => {
   it('rolls back on a throw, and a statement issued meanwhile is not swept into the rollback', async () => {
     const failing = db.transaction(async (tx) => {
       await tx.run("INSERT INTO t (who, n) VALUES ('doomed', 1)");
-      await sleep(5);
+      await sleep(5); // the interleaving is the subject: the outside statement is issued meanwhile
       throw new Error('boom');
     });
     const outside = db.run("INSERT INTO t (who, n) VALUES ('outside', 1)");

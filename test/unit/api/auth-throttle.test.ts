@@ -102,7 +102,7 @@ describe('TCP failed-authentication throttle', () => {
     const t = new AuthFailureThrottle({ maxFailures: 3, windowMs: 60_000 });
     const outcomes = await Promise.all(Array.from({ length: 50 }, async () => {
       const settle = await t.begin('192.0.2.11');
-      await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, 2)); // the key lookup
       settle(false);
       return 'served';
     }));

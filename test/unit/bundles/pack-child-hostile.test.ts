@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { packRepo } from '../../../src/bundles/pack-as-caller.js';
 import { createPackGate } from '../../../src/bundles/pack-gate.js';
 import { FusionError } from '../../../src/errors.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const dirs: string[] = [];
 const helpers: ChildProcess[] = [];
@@ -56,12 +57,7 @@ function packChildren(repo: string): number[] {
 }
 
 async function waitForChild(repo: string): Promise<number> {
-  for (let i = 0; i < 2000; i++) {
-    const [pid] = packChildren(repo);
-    if (pid !== undefined) return pid;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('no pack child appeared');
+  return waitFor('a pack child to appear', () => packChildren(repo)[0], 10_000, 5);
 }
 
 /**
@@ -105,8 +101,7 @@ describe('a hostile caller controls its pack child', () => {
     expect(err).toBeInstanceOf(FusionError);
     expect((err as FusionError).details).toMatchObject({ field: 'repo', reason: 'pack_timeout' });
     // The child is gone (SIGKILL reaches a stopped process; SIGTERM would not).
-    await new Promise((r) => setTimeout(r, 200));
-    expect(packChildren(repo)).toEqual([]);
+    await waitFor('the stopped pack child to be gone', () => packChildren(repo).length === 0, 5_000);
   }, 20_000);
 
   it('a stopped child is killed when the run is aborted: a cancel or a daemon stop does not wait for the deadline', async () => {
@@ -122,8 +117,7 @@ describe('a hostile caller controls its pack child', () => {
     expect(err).toBeInstanceOf(FusionError);
     expect((err as FusionError).code).toBe('cancelled');
     expect((err as FusionError).details).toMatchObject({ field: 'repo', reason: 'pack_stopped' });
-    await new Promise((r) => setTimeout(r, 200));
-    expect(packChildren(repo)).toEqual([]);
+    await waitFor('the stopped pack child to be gone', () => packChildren(repo).length === 0, 5_000);
   }, 20_000);
 
   it('packs one repository per caller at a time: a second submit waits, it does not start a second child', async () => {
@@ -135,6 +129,8 @@ describe('a hostile caller controls its pack child', () => {
     const pid = await waitForChild(repo);
     process.kill(pid, 'SIGSTOP');
     const second = packRepo({ repo, exclude: [], maxBytes: 64 * 1024 * 1024, caller: CALLER, timeoutMs: 20_000 });
+    // An absence: nothing marks "the second submit decided to wait", so this window is where a
+    // second child would show (the first is stopped until its deadline, seconds away).
     await new Promise((r) => setTimeout(r, 800));
     expect(packChildren(repo)).toEqual([pid]);
     expect((await first.catch((e: unknown) => e as FusionError) as FusionError).details).toMatchObject({ reason: 'pack_timeout' });

@@ -184,7 +184,7 @@ describe('vetHost: names', () => {
     const controller = new AbortController();
     const reason = new FusionError('request_timeout', 'deadline');
     const hanging = async (): Promise<never> => new Promise<never>(() => undefined);
-    setTimeout(() => controller.abort(reason), 20);
+    setTimeout(() => controller.abort(reason), 20); // the deadline firing is the subject
     await expect(vetHost(parseFetchUrl('http://slow.test/'), 0, options({ resolve: hanging, signal: controller.signal }))).rejects.toBe(reason);
     await expect(raceAbort(async () => 1, controller.signal)).rejects.toBe(reason);
   });

@@ -15,6 +15,7 @@ import { silentLogger } from '../../../src/log.js';
 import { hostOutOwner } from '../../../src/launcher/out-mount.js';
 import { mountPoints, reapSandboxLeftovers } from '../../../src/launcher/sandbox-reaper.js';
 import { createUidPool, startTime } from '../../../src/launcher/uid-pool.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const IS_ROOT = process.getuid?.() === 0;
 if (!IS_ROOT && process.env.CI !== 'true') process.stderr.write('\n*** SKIPPED sandbox-reaper.test.ts: it needs root (mount, setpriv). ***\n\n');
@@ -112,11 +113,10 @@ suite('reapSandboxLeftovers', () => {
     writeFileSync(join(s.claimDir, String(held)), JSON.stringify({ label: 't/y', paths: [], nonce: randomUUID(), pid: process.pid, started: startTime(process.pid), active: true }), { mode: 0o600 });
     const heldChild = sleeper(held);
     // Both have dropped to their uid before the reaper looks.
-    for (;;) {
+    await waitFor('the sleepers to run as their uids', () => {
       const ids = [strayChild.pid, heldChild.pid, endingChild.pid].map((pid) => readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m)?.[1]);
-      if (ids[0] === String(stray) && ids[1] === String(held) && ids[2] === String(ending)) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return ids[0] === String(stray) && ids[1] === String(held) && ids[2] === String(ending);
+    }, 10_000);
     const exited = new Promise((resolve) => strayChild.once('exit', (_code, signal) => resolve(signal)));
     const report = await s.reap();
     expect(report.killed).toContain(strayChild.pid);

@@ -59,6 +59,8 @@ describe('MCP server: a client that never reads its replies', () => {
     const REQUESTS = 2_000;
     for (let i = 0; i < REQUESTS; i++) input.write(`{"jsonrpc":"2.0","id":${i},"method":"tools/list"}\n`);
     input.end();
+    // An absence: a server that queues without end has no "done" to wait for, so this window is
+    // where it would pile replies up.
     await new Promise((r) => setTimeout(r, 300));
     const queued = output.readableLength + output.writableLength;
     expect(queued).toBeLessThan(1024 * 1024);

@@ -12,6 +12,7 @@ import { RunExecutor } from '../../../src/research/run-executor.js';
 import { createDirectResearchDispatcher, DIRECT_RUNS_PER_WORKSPACE } from '../../../src/research/dispatch.js';
 import type { Crawler, CrawlOutcome } from '../../../src/research/crawl/port.js';
 import type { ResearchRunStore } from '../../../src/store/research-port.js';
+import { waitFor } from '../../helpers/wait.js';
 
 interface Gate {
   crawling: Set<string>;
@@ -70,7 +71,8 @@ async function createAll(setup: Setup, workspaceId: string, prefix: string, n: n
   return { runs, done };
 }
 
-const tick = (ms = 20): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits until the first `n` runs hold their slots (their crawls started). */
+const slotsTaken = (crawler: Gate, n = DIRECT_RUNS_PER_WORKSPACE): Promise<boolean> => waitFor(`${String(n)} crawls to start`, () => crawler.crawling.size >= n, 5_000, 1);
 
 function setUp(): { store: ResearchRunStore; crawler: Crawler & Gate; executor: RunExecutor; dispatcher: ReturnType<typeof createDirectResearchDispatcher> } {
   const store = createMemoryResearchStore();
@@ -85,21 +87,20 @@ describe('direct research dispatch', () => {
     const setup = setUp();
     const { crawler } = setup;
     const { runs: flood, done: floodDone } = await createAll(setup, 'ws_a', 'research_a', 6);
-    await tick();
+    await slotsTaken(crawler);
     expect(crawler.crawling.size).toBe(DIRECT_RUNS_PER_WORKSPACE);
 
     const other = await created(setup, 'ws_b', 'research_b0');
     expect(other.status).toBe('running');
     const otherDone = setup.dispatcher.dispatch(other);
-    await tick();
-    expect(crawler.crawling.has('research_b0')).toBe(true);
+    await waitFor('the other workspace\'s crawl to start', () => crawler.crawling.has('research_b0'), 5_000, 1);
     crawler.release('research_b0');
     const b = await otherDone;
     expect(b.run?.status).toBe('succeeded');
 
     // The flood drains in arrival order, never more than the bound at once.
     for (const run of flood) {
-      await tick();
+      await waitFor(`${run.id} to start crawling`, () => crawler.crawling.has(run.id), 5_000, 1);
       expect(crawler.crawling.size).toBeLessThanOrEqual(DIRECT_RUNS_PER_WORKSPACE);
       crawler.release(run.id);
     }
@@ -112,7 +113,7 @@ describe('direct research dispatch', () => {
     const setup = setUp();
     const { store, crawler } = setup;
     const { runs, done } = await createAll(setup, 'ws_q', 'research_q', DIRECT_RUNS_PER_WORKSPACE + 1);
-    await tick();
+    await slotsTaken(crawler);
     const waiting = runs[DIRECT_RUNS_PER_WORKSPACE]!;
     for (const run of runs.slice(0, DIRECT_RUNS_PER_WORKSPACE)) expect(run).toMatchObject({ status: 'running', claims: 1 });
     expect(waiting).toMatchObject({ status: 'queued', startedAt: null, userAgent: null, claims: 0 });
@@ -120,8 +121,7 @@ describe('direct research dispatch', () => {
     crawler.release(runs[0]!.id);
     await done[0];
     // Handed the slot: claimed now, with its startedAt, and crawling.
-    const until = Date.now() + 5_000;
-    while (!crawler.crawling.has(waiting.id) && Date.now() < until) await tick(5);
+    await waitFor('the waiting run to start crawling', () => crawler.crawling.has(waiting.id), 5_000, 1);
     const started = await store.getRun(waiting.id);
     expect(started).toMatchObject({ status: 'running', userAgent: 'TestBot', claims: 1 });
     expect(started?.startedAt).not.toBeNull();
@@ -143,7 +143,7 @@ describe('direct research dispatch', () => {
     const setup = setUp();
     const { store, crawler, dispatcher } = setup;
     const { runs, done } = await createAll(setup, 'ws_a', 'research_c', DIRECT_RUNS_PER_WORKSPACE + 1);
-    await tick();
+    await slotsTaken(crawler);
     const waiting = runs[DIRECT_RUNS_PER_WORKSPACE]!;
     expect(waiting.status).toBe('queued');
     expect(crawler.crawling.has(waiting.id)).toBe(false);
@@ -164,7 +164,7 @@ describe('direct research dispatch', () => {
     const { store, crawler, dispatcher } = setup;
     const { runs, done } = await createAll(setup, 'ws_a', 'research_d', DIRECT_RUNS_PER_WORKSPACE + 2);
     const settled = done.map((d) => d.then((r) => r.run?.status ?? 'none', () => 'rejected'));
-    await tick();
+    await slotsTaken(crawler);
     await dispatcher.close();
     // The running ones were aborted (their create fails); the waiting ones end failed, never started.
     expect(await Promise.all(settled)).toEqual([...runs.slice(0, DIRECT_RUNS_PER_WORKSPACE).map(() => 'rejected'), 'failed', 'failed']);
