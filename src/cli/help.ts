@@ -124,7 +124,7 @@ Exit codes:
 ${EXIT_TEXT}
 `;
 
-const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
+const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else the socket recorded by the daemon owning $FUSION_HOME, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
 
 const BASE_HELP: Readonly<Record<Command, string>> = {
   daemon: `Usage:
