@@ -31,6 +31,10 @@ function processIo(): Io {
 }
 
 /** Task ids are `<workflow>-<32 hex>`: anything else is an input error before any daemon is asked. */
+/** `fusion wait --timeout` bounds: a day at most; each daemon long-poll at most 600 s. */
+const MAX_WAIT_S = 86_400;
+const MAX_POLL_MS = 600_000;
+
 const TASK_ID = /^(?:investigate|research)-[0-9a-f]{32}$/u;
 
 function idArg(args: ParsedArgs, command: string): string {
@@ -318,11 +322,19 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'wait': {
       const args = parse('wait');
       const seconds = Number(flag(args, 'timeout') ?? '600');
-      if (!Number.isFinite(seconds) || seconds < 0 || seconds > 600) throw usageError('--timeout must be a number of seconds from 0 to 600');
+      if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_S) throw usageError(`--timeout must be a number of seconds from 0 (report the state now) to ${MAX_WAIT_S} (24 h)`);
       const waitClient = await client(args);
       const waitId = idArg(args, 'wait');
       const { printTask } = await commands();
-      const reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.call('GET', `/v1/tasks/${waitId}/wait?timeoutMs=${Math.round(seconds * 1000)}`))) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      // The daemon's long-poll holds at most 600 s; a longer wait (a candidate may run 50 min) is
+      // a chain of them up to the deadline. 0 is one poll that returns the state at once.
+      const deadline = Date.now() + Math.round(seconds * 1000);
+      type WaitReply = { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      let reply: WaitReply;
+      do {
+        const slice = Math.min(Math.max(deadline - Date.now(), 0), MAX_POLL_MS);
+        reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.call('GET', `/v1/tasks/${waitId}/wait?timeoutMs=${slice}`))) as WaitReply;
+      } while (!reply.terminal && Date.now() < deadline);
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);
       if (!reply.terminal) {

@@ -81,7 +81,9 @@ describe('fusion CLI validates input before contacting a daemon', () => {
 
   it('checks task ids and --timeout locally', () => {
     expect(fusion(['status', 'not-a-task']).stderr.trim()).toBe('fusion: invalid_input: "not-a-task" is not a task id (expected investigate-… or research-… followed by 32 hex digits)');
-    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '900']).stderr.trim()).toBe('fusion: invalid_input: --timeout must be a number of seconds from 0 to 600');
+    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '90000']).stderr.trim()).toBe('fusion: invalid_input: --timeout must be a number of seconds from 0 (report the state now) to 86400 (24 h)');
+    // A candidate may run 50 min: a long wait passes validation (then no daemon answers, exit 3).
+    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '3600']).code).toBe(3);
     // A well-formed id gets past validation: then no daemon answers (exit 3).
     expect(fusion(['cancel', `research-${'a'.repeat(32)}`]).code).toBe(3);
   });
