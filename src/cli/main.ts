@@ -75,6 +75,17 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   return 0;
 }
 
+/** The flag that fills each top-level tool argument (`--source` fills `sources`). */
+const FLAG_OF_KEY: Readonly<Record<string, string>> = { objective: '--objective', background: '--background', deliverable: '--deliverable', sources: '--source' };
+
+/** A missing top-level key of arguments built from flags, named as the flag the caller omitted. */
+function asFlagError(err: unknown): unknown {
+  const keys = err instanceof FusionError ? (err.details as { keys?: unknown; path?: unknown } | undefined) : undefined;
+  if (!(err instanceof FusionError) || keys?.path !== undefined || !Array.isArray(keys?.keys) || !/missing required key/u.test(err.message)) return err;
+  const flags = (keys.keys as string[]).map((k) => FLAG_OF_KEY[k] ?? k);
+  return new FusionError('invalid_input', `missing required flag(s): ${flags.join(', ')}`, { cause: err, details: err.details });
+}
+
 async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const modelFlags = {
     ...(has(args, 'candidate-model') ? { candidate: flagAll(args, 'candidate-model') } : {}),
@@ -107,7 +118,11 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   } else if (has(args, 'yes') || has(args, 'search-count')) {
     throw usageError('--yes and --search-count go with --from-search QUERY');
   }
-  normalizeToolInput(workflow, toolArgs);
+  try {
+    normalizeToolInput(workflow, toolArgs);
+  } catch (err) {
+    throw flag(args, 'input') === undefined ? asFlagError(err) : err;
+  }
   const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
   if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
   const body = {

@@ -55,7 +55,9 @@ describe('fusion CLI validates input before contacting a daemon', () => {
   it('a bad investigate without --wait and without a daemon is an input error (exit 2), not daemon_unavailable', () => {
     const r = fusion(['investigate', '--objective', 'Find the tokenizer', '--background', 'calc', '--repo', REPO]);
     expect(r.code).toBe(2);
-    expect(r.stderr.trim()).toBe('fusion: invalid_input: fusion_investigate missing required key(s): deliverable');
+    expect(r.stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --deliverable');
+    // Named as the flags the caller omitted, not the tool's keys.
+    expect(fusion(['research', '--objective', 'o', '--repo', REPO]).stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --background, --deliverable, --source');
   });
 
   it('a good investigate without a daemon gets past validation and says no daemon answered (exit 3)', () => {
