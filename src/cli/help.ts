@@ -105,7 +105,8 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR] [--root DIR…] MCP server on stdio (task, research-run and web tools; see README)
+${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR] [--root DIR…] [--socket PATH] [--resolve HOST:IP…] [--allow-cidr CIDR…]
+                                     MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
                                      the task's sealed tarball, from the database (cluster mode: the shared one)

@@ -94,8 +94,12 @@ describe('fusion CLI validates input before contacting a daemon', () => {
     const missing = fusion(['investigate', '--objective', 'o', '--background', 'b', '--deliverable', 'd', '--repo', '/nonexistent/fusion-repo']);
     expect(missing.code).toBe(2);
     expect(missing.stderr.trim()).toBe('fusion: invalid_input: repo /nonexistent/fusion-repo is not a readable directory');
-    expect(fusion(['tasks', '--state', 'sleeping']).stderr.trim()).toBe('fusion: invalid_input: state must be a task state, got "sleeping"');
+    expect(fusion(['tasks', '--state', 'sleeping']).stderr.trim()).toBe(
+      'fusion: invalid_input: --state must be one of initializing, queued, candidates_running, candidates_complete, evaluating, evaluation_complete, merging, completed, failed, cancelled; got "sleeping"',
+    );
     expect(fusion(['tasks', '--limit', 'ten']).code).toBe(2);
+    // 0 would list nothing and call that "no tasks".
+    expect(fusion(['tasks', '--limit', '0']).stderr.trim()).toBe('fusion: invalid_input: --limit must be a whole number from 1 to 1000, got "0"');
     expect(fusion(['investigate', '--sandbox', 'vm', '--objective', 'o', '--background', 'b', '--deliverable', 'd']).stderr.trim()).toBe('fusion: invalid_input: --sandbox must be one of auto, bwrap, docker, gvisor');
   });
 });
