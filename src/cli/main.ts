@@ -46,7 +46,7 @@ function idArg(args: ParsedArgs, command: string): string {
 }
 
 async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
-  const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../main.js'), import('../config/settings.js')]);
+  const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../client/daemon-modules.js').then((m) => m.loadDaemonModule()), import('../config/settings.js')]);
   const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
   if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
