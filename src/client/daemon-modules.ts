@@ -5,8 +5,9 @@
  * `invalid_config` naming the package, what needs it and the command that installs it.
  */
 import { FusionError } from '../errors.js';
+import type * as Main from '../main.js';
 
-type MainModule = typeof import('../main.js');
+type MainModule = typeof Main;
 
 /** What each optional peer is for, as the fix message says it. */
 const PEERS: Readonly<Record<string, string>> = {
