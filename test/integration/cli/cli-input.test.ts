@@ -57,7 +57,7 @@ describe('fusion CLI validates input before contacting a daemon', () => {
     expect(r.code).toBe(2);
     expect(r.stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --deliverable');
     // Named as the flags the caller omitted, not the tool's keys.
-    expect(fusion(['research', '--objective', 'o', '--repo', REPO]).stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --background, --deliverable, --source');
+    expect(fusion(['research', '--objective', 'o', '--repo', REPO]).stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --background, --deliverable');
   });
 
   it('a good investigate without a daemon gets past validation and says no daemon answered (exit 3)', () => {
