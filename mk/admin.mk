@@ -1,5 +1,6 @@
 # Admin targets (included by the root Makefile). Each uses the data directory of FUSION_HOME
-# (default ~/.local/state/fusion) and the daemon on its socket.
+# (default ~/.local/state/fusion) and the daemon on its socket: with the shipped systemd unit,
+# run them as root with FUSION_HOME=/var/lib/fusion (docs/operations.md#systemd).
 #   make daemon           builds, then runs the daemon in the foreground (JSON logs on stderr)
 #   make status           a short health summary (database, sandbox backend and image, providers, queue) and the 10 newest tasks
 #   make status-json      the full health reply and the 20 newest tasks, as JSON

@@ -11,6 +11,10 @@ import { resolveSocket } from '../dist/src/config/settings.js';
 import { parseArgs } from '../dist/src/config/args.js';
 import { tasksTable } from '../dist/src/cli/tasks-command.js';
 import { formatDuration } from '../dist/src/client/task-progress.js';
+import { quietOnEpipe } from '../dist/src/cli/daemon-gone.js';
+
+// `make status | head -3`: end quietly when the reader goes away, like the CLI.
+quietOnEpipe(process.stdout);
 
 const [command, ...rest] = process.argv.slice(2);
 const client = new FusionClient(resolveSocket(parseArgs([], {}), process.env));
@@ -26,11 +30,15 @@ try {
     const { tasks } = await client.call('GET', '/v1/tasks?limit=10');
     const up = formatDuration(Date.now() - Date.parse(health.startedAt));
     process.stdout.write(`daemon ${health.ok ? 'ok' : 'NOT OK'}: version ${health.version}, up ${up}, socket ${client.socketPath}\n`);
-    // One line per part of the health reply: its own ok/reason when it has one, else its scalar fields.
+    // One line per part of the health reply: its scalar fields and lists (`none` for an empty
+    // list); the sandbox line also names the Docker image (a top-level `sandboxImage`).
     for (const [key, value] of Object.entries(health)) {
-      if (value === null || typeof value !== 'object') continue;
-      const scalars = Object.entries(value).filter(([, v]) => v === null || typeof v !== 'object').map(([k, v]) => `${k} ${String(v)}`);
-      process.stdout.write(`  ${key}: ${scalars.join(', ').slice(0, 160)}\n`);
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) continue;
+      const fields = Object.entries(value)
+        .filter(([, v]) => v === null || typeof v !== 'object' || Array.isArray(v))
+        .map(([k, v]) => `${k} ${Array.isArray(v) ? (v.length === 0 ? 'none' : v.join(' ')) : String(v)}`);
+      if (key === 'sandbox' && 'sandboxImage' in health) fields.push(`image ${health.sandboxImage ?? 'none (not Docker)'}`);
+      if (fields.length > 0) process.stdout.write(`  ${key}: ${fields.join(', ').slice(0, 160)}\n`);
     }
     process.stdout.write(`\n${tasksTable(tasks, Date.now(), process.stdout.isTTY ? process.stdout.columns : 160)}`);
     process.stdout.write('(full health and task JSON: make status-json)\n');

@@ -105,7 +105,8 @@ ${DAEMON_USAGE}${SUBMIT_USAGE}  fusion status ID [--json]          fusion tasks 
   fusion models check ${MODEL_FLAGS} [--timeout SECONDS] [--json]
   fusion sandbox exec [--backend auto|bwrap|docker|gvisor] [--repo DIR] [--out DIR] [--sandbox-uids START-END] -- CMD ARGS…
                                      run CMD under exactly the candidate policy (no broker); exits with its code
-${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR] [--root DIR…] MCP server on stdio (task, research-run and web tools; see README)
+${FETCH_USAGE}${SEARCH_USAGE}${KEYS_USAGE}  fusion mcp [--repo DIR] [--root DIR…] [--socket PATH] [--resolve HOST:IP…] [--allow-cidr CIDR…]
+                                     MCP server on stdio (task, research-run and web tools; see README)
   fusion keys signing-init|signing-public [--data DIR]   Ed25519 key that signs task tarballs
   fusion audit export TASK -o FILE.tar [--data DIR] [--database-url postgres://…]
                                      the task's sealed tarball, from the database (cluster mode: the shared one)
@@ -124,7 +125,7 @@ Exit codes:
 ${EXIT_TEXT}
 `;
 
-const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
+const CONNECT = 'Connects to the daemon on --socket PATH (default $FUSION_SOCKET, else the socket recorded by the daemon owning $FUSION_HOME, else $FUSION_HOME/fusion.sock; --data DIR sets FUSION_HOME).\n';
 
 const BASE_HELP: Readonly<Record<Command, string>> = {
   daemon: `Usage:
@@ -154,7 +155,7 @@ The arguments, sources included, are validated before any daemon is contacted (e
   tasks: `Usage: fusion tasks [--state S] [--limit N] [--watch] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100), as a table: id, state, age, duration, objective, caller.\n--watch redraws it as tasks change; --json prints the daemon's reply.\n${CONNECT}`,
   logs: `Usage: fusion logs ID [--follow] [--json]\n\nPrints a task's events: state changes, each candidate attempt and its tool calls, the end.\n--follow keeps printing until the task ends (a heartbeat every FUSION_PROGRESS_HEARTBEAT_S seconds, default 15);\n--json prints the events as NDJSON.\n${CONNECT}`,
   result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nExit 0 with an answer, 1 when the task ended without one, 75 while it is still running.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
-  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (at most 600 s) for the task to end; exit 0 when it completed, 1 when it failed or was\ncancelled, 124 (and "timed out" on stderr) when the timeout expired first.\n${CONNECT}`,
+  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (--timeout, default 600 s, at most 86400 s; 0 reports the state at once) for the task to end; exit 0 when it completed, 1 when it failed or was\ncancelled, 124 (and "timed out" on stderr) when the timeout expired first.\n${CONNECT}`,
   cancel: `Usage: fusion cancel ID [--json]\n\nCancels a running task and waits until its sandboxes are gone; prints the task with its usage.\n${CONNECT}`,
   validate: 'Usage: fusion validate fusion_investigate|fusion_research [FILE|-] [--json]\n\nPrints the normalised arguments as JSON (exit 0) or the exact validation message (exit 2). Creates nothing.\n',
   models: MODELS_HELP,

@@ -31,6 +31,10 @@ function processIo(): Io {
 }
 
 /** Task ids are `<workflow>-<32 hex>`: anything else is an input error before any daemon is asked. */
+/** `fusion wait --timeout` bounds: a day at most; each daemon long-poll at most 600 s. */
+const MAX_WAIT_S = 86_400;
+const MAX_POLL_MS = 600_000;
+
 const TASK_ID = /^(?:investigate|research)-[0-9a-f]{32}$/u;
 
 function idArg(args: ParsedArgs, command: string): string {
@@ -42,7 +46,7 @@ function idArg(args: ParsedArgs, command: string): string {
 }
 
 async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
-  const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../main.js'), import('../config/settings.js')]);
+  const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../client/daemon-modules.js').then((m) => m.loadDaemonModule()), import('../config/settings.js')]);
   const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
   if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
@@ -69,6 +73,17 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
     process.exit(report.exitCode);
   }
   return 0;
+}
+
+/** The flag that fills each top-level tool argument (`--source` fills `sources`). */
+const FLAG_OF_KEY: Readonly<Record<string, string>> = { objective: '--objective', background: '--background', deliverable: '--deliverable', sources: '--source' };
+
+/** A missing top-level key of arguments built from flags, named as the flag the caller omitted. */
+function asFlagError(err: unknown): unknown {
+  const keys = err instanceof FusionError ? (err.details as { keys?: unknown; path?: unknown } | undefined) : undefined;
+  if (!(err instanceof FusionError) || keys?.path !== undefined || !Array.isArray(keys?.keys) || !/missing required key/u.test(err.message)) return err;
+  const flags = (keys.keys as string[]).map((k) => FLAG_OF_KEY[k] ?? k);
+  return new FusionError('invalid_input', `missing required flag(s): ${flags.join(', ')}`, { cause: err, details: err.details });
 }
 
 async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): Promise<number> {
@@ -103,7 +118,11 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   } else if (has(args, 'yes') || has(args, 'search-count')) {
     throw usageError('--yes and --search-count go with --from-search QUERY');
   }
-  normalizeToolInput(workflow, toolArgs);
+  try {
+    normalizeToolInput(workflow, toolArgs);
+  } catch (err) {
+    throw flag(args, 'input') === undefined ? asFlagError(err) : err;
+  }
   const repo = resolvePath(flag(args, 'repo') ?? process.cwd());
   if (!isDirectory(repo)) throw usageError(`repo ${repo} is not a readable directory`);
   const body = {
@@ -318,11 +337,19 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
     case 'wait': {
       const args = parse('wait');
       const seconds = Number(flag(args, 'timeout') ?? '600');
-      if (!Number.isFinite(seconds) || seconds < 0 || seconds > 600) throw usageError('--timeout must be a number of seconds from 0 to 600');
+      if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_S) throw usageError(`--timeout must be a number of seconds from 0 (report the state now) to ${MAX_WAIT_S} (24 h)`);
       const waitClient = await client(args);
       const waitId = idArg(args, 'wait');
       const { printTask } = await commands();
-      const reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.callRoute('taskWait', { id: waitId }, { query: `timeoutMs=${Math.round(seconds * 1000)}` }))) as { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      // The daemon's long-poll holds at most 600 s; a longer wait (a candidate may run 50 min) is
+      // a chain of them up to the deadline. 0 is one poll that returns the state at once.
+      const deadline = Date.now() + Math.round(seconds * 1000);
+      type WaitReply = { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      let reply: WaitReply;
+      do {
+        const slice = Math.min(Math.max(deadline - Date.now(), 0), MAX_POLL_MS);
+        reply = (await whileWaiting(waitId, waitClient.socketPath, () => waitClient.callRoute('taskWait', { id: waitId }, { query: `timeoutMs=${slice}` }))) as WaitReply;
+      } while (!reply.terminal && Date.now() < deadline);
       if (has(args, 'json')) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
       else printTask(reply.task, io, false);
       if (!reply.terminal) {

@@ -96,7 +96,9 @@ export async function signingKeyCommand(argv: readonly string[], env: Env, io: I
             `"unsigned (sealed before the signing key was created on ${list.createdAt})"; the list is ${list.file}, signed by the key (keep it with the key)\n`,
     );
     io.stderr(
-      'fusion: start the daemon to use the key: from then on every task tarball is signed, and a result is delivered only with a valid signature or when its task is on that list' +
+      // A daemon loads the key of its own data directory: name it, so a key made for the wrong one
+      // (no FUSION_HOME while the service runs on /var/lib/fusion) is noticed.
+      `fusion: start the daemon of data directory ${home} (--data/FUSION_HOME) to use the key: from then on every task tarball is signed, and a result is delivered only with a valid signature or when its task is on that list` +
         `${before.unfinished > 0 ? `; the ${before.unfinished} task(s) not yet ended are sealed signed when they end` : ''}\n`,
     );
     if (databaseUrl) io.stderr('fusion: cluster mode: give every daemon of the cluster this key and list, and restart them all (a daemon started without it seals unsigned)\n');

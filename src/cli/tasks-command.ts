@@ -7,7 +7,7 @@
 import type { FusionClient } from '../client/index.js';
 import { formatDuration } from '../client/task-progress.js';
 import { flag, has, usageError, type FlagSpec, type ParsedArgs } from '../config/args.js';
-import { isTaskState } from '../contracts/task-state.js';
+import { isTaskState, TASK_STATES } from '../contracts/task-state.js';
 import type { Io } from './commands.js';
 import { renderTable, type Column } from './output/table.js';
 import { userNameOf } from './output/users.js';
@@ -61,8 +61,8 @@ function queryOf(args: ParsedArgs): string {
   const q = new URLSearchParams();
   const state = flag(args, 'state');
   const limit = flag(args, 'limit');
-  if (state !== undefined && !isTaskState(state)) throw usageError(`state must be a task state, got ${JSON.stringify(state)}`);
-  if (limit !== undefined && !/^\d+$/u.test(limit)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
+  if (state !== undefined && !isTaskState(state)) throw usageError(`--state must be one of ${TASK_STATES.join(', ')}; got ${JSON.stringify(state)}`);
+  if (limit !== undefined && (!/^\d+$/u.test(limit) || Number(limit) < 1 || Number(limit) > 1000)) throw usageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
   if (state !== undefined) q.set('state', state);
   if (limit !== undefined) q.set('limit', limit);
   return q.toString();
@@ -83,7 +83,7 @@ export async function tasksCommand(args: ParsedArgs, client: FusionClient, io: T
     if (json) io.stdout(`${JSON.stringify(reply, null, 2)}\n`);
     else io.stdout(tasksTable(reply.tasks, Date.now(), io.columns ?? 160));
     // A cut list says so, and how to see more (on stderr: stdout stays the list).
-    if (reply.truncated === true) io.stderr(`(showing the newest ${reply.tasks.length} tasks; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
+    if (reply.truncated === true) io.stderr(`(showing the newest ${reply.tasks.length === 1 ? 'task' : `${reply.tasks.length} tasks`}; more exist: raise --limit (up to 1000) or narrow with --state STATE)\n`);
   };
   if (!has(args, 'watch')) {
     await show();

@@ -3,6 +3,7 @@
  * task). Loaded lazily so a plain socket client does not pull the daemon's modules in.
  */
 import type { DaemonConfigInput } from '../contracts/config.js';
+import { loadDaemonModule } from './daemon-modules.js';
 
 export interface EmbeddedDaemon {
   socketPath: string;
@@ -15,7 +16,7 @@ export interface EmbeddedDaemon {
  * `env` supplies model keys and the models file, as for `fusion daemon`.
  */
 export async function startEmbeddedDaemon(input: DaemonConfigInput, env: Record<string, string | undefined>): Promise<EmbeddedDaemon> {
-  const [{ buildConfig, startDaemon }, { createLogger }] = await Promise.all([import('../main.js'), import('../log.js')]);
+  const [{ buildConfig, startDaemon }, { createLogger }] = await Promise.all([loadDaemonModule(), import('../log.js')]);
   const config = buildConfig({ ...input, logLevel: input.logLevel ?? 'warn' });
   const daemon = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
   return { socketPath: daemon.socketPath, close: () => daemon.close() };

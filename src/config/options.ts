@@ -142,7 +142,7 @@ export const OPTIONS: readonly OptionDef[] = [
   { flag: 'watch', kind: 'bool', help: 'redraw the table as tasks change (every event, at least every 5 s)', commands: ['tasks'] },
   { flag: 'follow', kind: 'bool', help: 'keep printing events until the task ends', commands: ['logs'] },
   { flag: 'delivery', kind: 'choice', choices: ['auto', 'inline', 'artifact'], default: 'auto', help: 'inline text or a stored artifact', commands: ['result'] },
-  { flag: 'timeout', kind: 'int', metavar: 'SECONDS', default: '600', help: 'wait at most this long (0–600); expiring exits 124 "timed out"', commands: ['wait'] },
+  { flag: 'timeout', kind: 'int', metavar: 'SECONDS', default: '600', help: 'wait at most this long (0–86400; 0 reports the state at once); expiring exits 124 "timed out"', commands: ['wait'] },
   // Other commands.
   { flag: 'timeout', kind: 'int', metavar: 'SECONDS', default: '60', help: 'per-model request timeout', commands: ['models'] },
   { flag: 'backend', kind: 'choice', choices: SANDBOXES, env: 'FUSION_SANDBOX', default: 'auto', help: 'sandbox backend', commands: ['sandbox'] },

@@ -7,12 +7,15 @@
  * --socket-group (the data directory stays 0700, so a shared socket lives elsewhere). A client
  * without --socket/FUSION_SOCKET uses its own home's socket, or SHARED_SOCKET when only that one
  * exists: a local agent account finds the shared daemon with no settings. A client given a data
- * directory (--data, FUSION_HOME) uses that directory's socket only.
+ * directory (--data, FUSION_HOME) uses that directory's daemon only: the socket its live owner
+ * recorded in `daemon.json` (a --socket-group daemon listens outside its data directory), else the
+ * directory's own socket.
  */
 import { lstatSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { DaemonConfigInput } from '../contracts/config.js';
+import { ownerSocketOf } from '../store/data-dir-record.js';
 import { dataPaths } from '../tasks/paths.js';
 import { z } from 'zod';
 import { FusionError } from '../errors.js';
@@ -44,7 +47,9 @@ function socketAt(path: string): 'socket' | 'none' | 'denied' {
 /**
  * The socket a client talks to (`shared`: SHARED_SOCKET, a parameter for tests). An explicit
  * data directory (--data, FUSION_HOME) means that directory's daemon or none: another data
- * directory's shared daemon would be handed this caller's repository and URLs. Without one,
+ * directory's shared daemon would be handed this caller's repository and URLs. That daemon's
+ * socket is the one its owner record names (only a record root or this user wrote, of a live pid:
+ * store/data-dir-record.ts), else the directory's default socket. Without one,
  * the shared socket is used when the home has none and the shared one exists, or exists behind
  * a directory this user may not enter (connecting then says which group admits it, rather than
  * "no daemon" and an embedded daemon started as this user).
@@ -53,7 +58,7 @@ export function resolveSocket(args: ParsedArgs, env: Env, shared: string = SHARE
   const explicit = flag(args, 'socket') ?? env.FUSION_SOCKET;
   if (explicit) return resolve(explicit);
   const own = dataPaths(resolveHome(args, env)).defaultSocket;
-  if (flag(args, 'data') || env.FUSION_HOME) return own;
+  if (flag(args, 'data') || env.FUSION_HOME) return ownerSocketOf(resolveHome(args, env), process.getuid?.() ?? -1) ?? own;
   if (socketAt(own) === 'socket') return own;
   return socketAt(shared) === 'none' ? own : shared;
 }

@@ -85,10 +85,13 @@ function taskLine(task: TaskView): string {
   return `Task ${task.taskId} (${task.workflow}) is ${task.state} (${task.status})${err}.`;
 }
 
+/** A run's status as words ("is succeeded" reads wrong). */
+const RUN_STATUS_WORDS: Readonly<Record<string, string>> = { queued: 'is queued', running: 'is running', succeeded: 'has succeeded', failed: 'has failed', canceled: 'was canceled' };
+
 function runLine(run: ResearchRunView): string {
   const err = run.error ? ` — ${run.error}` : '';
   const doc = run.resultDocumentId ? ` Document ${run.resultDocumentId}.` : '';
-  return `Research run ${run.id} is ${run.status}${err}.${doc}`;
+  return `Research run ${run.id} ${RUN_STATUS_WORDS[run.status] ?? `is ${run.status}`}${err}.${doc}`;
 }
 
 /** Seams `fusion mcp` has that the daemon's health does not list (all of them when the daemon does not say). */
@@ -224,8 +227,12 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     return options.researchApiKey;
   };
 
-  /** research_run's crawl happens in the daemon: this server's seams must be the daemon's too, or the run is refused up front. */
-  const checkRunSeams = async (): Promise<void> => {
+  /**
+   * research_run's crawl and fusion_research's source fetches happen in the daemon: this server's
+   * seams must be the daemon's too, or the call is refused up front (without them every source
+   * would end as a dns_failure in a task that still "succeeds").
+   */
+  const checkDaemonSeams = async (tool: 'research_run' | 'fusion_research'): Promise<void> => {
     const seams = options.egressSeams;
     if (seams === undefined || (seams.resolve.length === 0 && seams.allowCidrs.length === 0)) return;
     // A daemon this session started was given the same seams.
@@ -234,7 +241,7 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
     if (missing.length === 0) return;
     throw new FusionError(
       'invalid_config',
-      `research_run: fusion mcp was started with ${missing.join(', ')}, but research runs are crawled by the daemon at ${client.describe()}, which ${((await client.health()) as unknown as Record<string, unknown>).egress === undefined ? 'does not show its egress settings to this user' : 'does not have them'}: start that daemon with the same flags, or run fusion mcp with no daemon running (it then starts its own with them). web_read, web_crawl and web_search use fusion mcp's seams.`,
+      `${tool}: fusion mcp was started with ${missing.join(', ')}, but ${tool === 'research_run' ? 'research runs are crawled' : "fusion_research's sources are fetched"} by the daemon at ${client.describe()}, which ${((await client.health()) as unknown as Record<string, unknown>).egress === undefined ? 'does not show its egress settings to this user' : 'does not have them'}: start that daemon with the same flags, or run fusion mcp with no daemon running (it then starts its own with them). web_read, web_crawl and web_search use fusion mcp's seams.`,
       { details: { missing } },
     );
   };
@@ -253,6 +260,7 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       case 'fusion_research': {
         // The daemon validates the arguments (the contract's exact messages); `repo` is this server's.
         const target = taskRepo(name, raw);
+        if (name === 'fusion_research') await checkDaemonSeams(name);
         const receipt = await client.submit(name === 'fusion_investigate' ? 'investigate' : 'research', target.rest, { repo: target.repo });
         submitted.add(receipt.taskId);
         if (progressToken !== undefined && recentTerminals.get(receipt.taskId) === undefined) progressOf.set(receipt.taskId, { token: progressToken, progress: new TaskProgress(receipt.taskId, receipt.createdAt) });
@@ -286,7 +294,7 @@ export async function serveMcp(options: McpServerOptions): Promise<void> {
       case 'research_run': {
         const a = args<z.infer<(typeof TOOL_CONTRACTS)['research_run']>>(name, raw);
         const apiKey = researchKey();
-        await checkRunSeams();
+        await checkDaemonSeams(name);
         const body = { query: a.query, sourceUrls: a.sourceUrls, ...(a.limits ? { limits: a.limits } : {}) };
         const created = await client.createRun(body, { idempotencyKey: a.idempotencyKey, apiKey });
         const lead = created.deduplicated ? 'This idempotency key already made run' : 'Created research run';

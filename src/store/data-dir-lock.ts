@@ -12,24 +12,18 @@
  * process has just opened would let two owners lock two different files).
  *
  * The lock cannot be read while it is held, so the owner's pid and socket go in `daemon.json`
- * beside it (written after the lock is taken, removed on release), for the refusal message.
+ * beside it (written after the lock is taken, removed on release, read by data-dir-record.ts),
+ * for the refusal message and for clients looking for the data directory's daemon.
  */
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sqlite3 from 'sqlite3';
+import { DATA_DIR_OWNER_FILE, readDataDirOwner, type DataDirOwner } from './data-dir-record.js';
 import { isStorageFull } from './storage-full.js';
 import { FusionError } from '../errors.js';
 
 export const DATA_DIR_LOCK_FILE = 'daemon.lock';
-export const DATA_DIR_OWNER_FILE = 'daemon.json';
-
-export interface DataDirOwner {
-  pid: number;
-  socket: string;
-  startedAt: string;
-  /** Who holds it when not a daemon (a command that needs the data directory to itself). */
-  holder?: string;
-}
+export { readDataDirOwner };
 
 export interface DataDirLock {
   /** Gives the data directory up (the owner record first, then the kernel lock). */
@@ -58,17 +52,6 @@ function openDb(file: string): Promise<sqlite3.Database> {
 
 const exec = (db: sqlite3.Database, sql: string): Promise<void> => new Promise((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve())));
 const close = (db: sqlite3.Database): Promise<void> => new Promise((resolve) => db.close(() => resolve()));
-
-/** The recorded owner, if its record is readable (it is written just after the lock is taken). */
-export function readDataDirOwner(home: string): DataDirOwner | null {
-  try {
-    const parsed = JSON.parse(readFileSync(join(home, DATA_DIR_OWNER_FILE), 'utf8')) as Partial<DataDirOwner>;
-    if (typeof parsed.pid !== 'number' || typeof parsed.socket !== 'string') return null;
-    return { pid: parsed.pid, socket: parsed.socket, startedAt: typeof parsed.startedAt === 'string' ? parsed.startedAt : '', ...(typeof parsed.holder === 'string' ? { holder: parsed.holder } : {}) };
-  } catch {
-    return null;
-  }
-}
 
 function inUse(home: string): FusionError {
   const owner = readDataDirOwner(home);

@@ -103,7 +103,7 @@ describeWithBwrap('a signing key created after tasks were sealed unsigned', () =
     expect(init.err).toContain('1 task(s) sealed unsigned before this key stay unsigned');
     expect(init.err).toMatch(/fusion audit verify reports them as "unsigned \(sealed before the signing key was created on \d{4}-\d\d-\d\dT/);
     expect(init.err).toContain(`the list is ${join(home, UNSIGNED_BEFORE_KEY_FILE)}, signed by the key`);
-    expect(init.err).toContain('start the daemon to use the key');
+    expect(init.err).toContain('start the daemon of data directory ');
     expect(init.err).toContain('the 1 task(s) not yet ended are sealed signed when they end');
     expect(existsSync(join(home, UNSIGNED_BEFORE_KEY_FILE))).toBe(true);
   });

@@ -28,8 +28,19 @@ describe('make status', () => {
     expect(r.stdout).toMatch(/^ {2}database: ok true/mu);
     expect(r.stdout).not.toContain('{');
     expect(lines.length).toBeLessThan(20);
+    // The sandbox line names the image (none outside Docker); no part prints an empty line.
+    expect(r.stdout).toMatch(/^ {2}sandbox: .*image \S+/mu);
+    expect(r.stdout).toMatch(/^ {2}egress: resolve none, allowCidrs none$/mu);
+    expect(lines.filter((l) => /^ {2}\w+: ?$/u.test(l))).toEqual([]);
     const json = JSON.parse(admin('status', '--json').stdout) as { health: { ok: boolean }; tasks: unknown[] };
     expect(json.health.ok).toBe(true);
     expect(Array.isArray(json.tasks)).toBe(true);
+  });
+
+  it('ends quietly when its reader goes away (make status | head)', () => {
+    // `true` exits at once, before the summary is written: every write then fails with EPIPE.
+    const r = spawnSync('bash', ['-o', 'pipefail', '-c', `"${process.execPath}" "${join(ROOT, 'scripts', 'admin.mjs')}" status | true`], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, FUSION_SOCKET: d.socket } });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
   });
 });

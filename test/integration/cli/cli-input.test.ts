@@ -55,7 +55,9 @@ describe('fusion CLI validates input before contacting a daemon', () => {
   it('a bad investigate without --wait and without a daemon is an input error (exit 2), not daemon_unavailable', () => {
     const r = fusion(['investigate', '--objective', 'Find the tokenizer', '--background', 'calc', '--repo', REPO]);
     expect(r.code).toBe(2);
-    expect(r.stderr.trim()).toBe('fusion: invalid_input: fusion_investigate missing required key(s): deliverable');
+    expect(r.stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --deliverable');
+    // Named as the flags the caller omitted, not the tool's keys.
+    expect(fusion(['research', '--objective', 'o', '--repo', REPO]).stderr.trim()).toBe('fusion: invalid_input: missing required flag(s): --background, --deliverable');
   });
 
   it('a good investigate without a daemon gets past validation and says no daemon answered (exit 3)', () => {
@@ -81,7 +83,9 @@ describe('fusion CLI validates input before contacting a daemon', () => {
 
   it('checks task ids and --timeout locally', () => {
     expect(fusion(['status', 'not-a-task']).stderr.trim()).toBe('fusion: invalid_input: "not-a-task" is not a task id (expected investigate-… or research-… followed by 32 hex digits)');
-    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '900']).stderr.trim()).toBe('fusion: invalid_input: --timeout must be a number of seconds from 0 to 600');
+    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '90000']).stderr.trim()).toBe('fusion: invalid_input: --timeout must be a number of seconds from 0 (report the state now) to 86400 (24 h)');
+    // A candidate may run 50 min: a long wait passes validation (then no daemon answers, exit 3).
+    expect(fusion(['wait', `investigate-${'0'.repeat(32)}`, '--timeout', '3600']).code).toBe(3);
     // A well-formed id gets past validation: then no daemon answers (exit 3).
     expect(fusion(['cancel', `research-${'a'.repeat(32)}`]).code).toBe(3);
   });
@@ -90,8 +94,12 @@ describe('fusion CLI validates input before contacting a daemon', () => {
     const missing = fusion(['investigate', '--objective', 'o', '--background', 'b', '--deliverable', 'd', '--repo', '/nonexistent/fusion-repo']);
     expect(missing.code).toBe(2);
     expect(missing.stderr.trim()).toBe('fusion: invalid_input: repo /nonexistent/fusion-repo is not a readable directory');
-    expect(fusion(['tasks', '--state', 'sleeping']).stderr.trim()).toBe('fusion: invalid_input: state must be a task state, got "sleeping"');
+    expect(fusion(['tasks', '--state', 'sleeping']).stderr.trim()).toBe(
+      'fusion: invalid_input: --state must be one of initializing, queued, candidates_running, candidates_complete, evaluating, evaluation_complete, merging, completed, failed, cancelled; got "sleeping"',
+    );
     expect(fusion(['tasks', '--limit', 'ten']).code).toBe(2);
+    // 0 would list nothing and call that "no tasks".
+    expect(fusion(['tasks', '--limit', '0']).stderr.trim()).toBe('fusion: invalid_input: --limit must be a whole number from 1 to 1000, got "0"');
     expect(fusion(['investigate', '--sandbox', 'vm', '--objective', 'o', '--background', 'b', '--deliverable', 'd']).stderr.trim()).toBe('fusion: invalid_input: --sandbox must be one of auto, bwrap, docker, gvisor');
   });
 });

@@ -1,7 +1,7 @@
 /**
  * `fusion mcp --root A --root B`: a task tool's optional `repo` is honoured inside the roots and
- * refused outside with a clear error; research_run refuses to crawl through a daemon that lacks
- * the egress seams `fusion mcp` itself was given (instead of quietly crawling without them).
+ * refused outside with a clear error; research_run and fusion_research refuse to fetch through a
+ * daemon that lacks the egress seams `fusion mcp` itself was given (instead of quietly crawling without them).
  * The official SDK client drives the real CLI process against the stub-workflow daemon.
  */
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
@@ -91,6 +91,17 @@ describe('fusion mcp roots and egress seams', () => {
       // Nothing was created.
       const listed = await c.callTool({ name: 'research_list', arguments: {} });
       expect((listed.structuredContent as { runs: unknown[] }).runs).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('fusion_research refuses the same way: its sources are fetched by the daemon, which lacks the seams', async () => {
+    const c = await open(d.socket, ['--repo', a, '--resolve', 'docs.test:127.0.0.2', '--allow-cidr', '127.0.0.2/32']);
+    try {
+      const r = await c.callTool({ name: 'fusion_research', arguments: { ...INVESTIGATE_ARGS, sources: [{ url: 'http://docs.test/', purpose: 'the page' }] } });
+      expect(r.isError).toBe(true);
+      expect(text(r)).toMatch(/^invalid_config: fusion_research: fusion mcp was started with --resolve docs\.test:127\.0\.0\.2, --allow-cidr 127\.0\.0\.2\/32, but fusion_research's sources are fetched by the daemon at .*, which does not have them/);
     } finally {
       await c.close();
     }

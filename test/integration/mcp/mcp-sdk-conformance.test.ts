@@ -264,7 +264,7 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       const run = (created.structuredContent as { run: { id: string; workspaceId: string } }).run;
       expect(run.workspaceId).toBe('ws_mcp');
       // Direct dispatch: the run ended inside the create, and the reply says so (no notification promised).
-      expect(text(created)).toContain(`Created research run ${run.id}; it has already ended. Research run ${run.id} is succeeded.`);
+      expect(text(created)).toContain(`Created research run ${run.id}; it has already ended. Research run ${run.id} has succeeded.`);
       expect(text(created)).not.toContain('notification follows');
 
       const got = await s.client.callTool({ name: 'research_get', arguments: { runId: run.id } });
@@ -295,7 +295,7 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
       // A run refused by the egress policy still ends, and says so.
       const loop = await s.client.callTool({ name: 'research_run', arguments: { query: 'q', sourceUrls: [`http://127.0.0.1:${site.origin.port}/`], idempotencyKey: 'mcp-run-2', confirm: true } });
       expect((loop.structuredContent as { run: { status: string; error: string } }).run).toMatchObject({ status: 'failed', error: expect.stringMatching(/127\.0\.0\.1/) });
-      expect(text(loop)).toMatch(/it has already ended\. Research run \S+ is failed — .*127\.0\.0\.1/);
+      expect(text(loop)).toMatch(/it has already ended\. Research run \S+ has failed — .*127\.0\.0\.1/);
       expect(s.notes.filter((n) => n.runId !== undefined)).toEqual([]);
     } finally {
       await s.close();

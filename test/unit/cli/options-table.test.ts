@@ -224,11 +224,12 @@ describe('exit codes a script can trust', () => {
     expect(out.stdout).toContain('is still running');
   });
 
-  it('fusion investigate without --background is refused like fusion validate refuses it', async () => {
+  it('fusion investigate without --background is refused as fusion validate refuses it, naming the flag', async () => {
     const { io: cliIo } = io();
     const err = await runCli(['investigate', '--objective', 'o', '--deliverable', 'd', '--repo', REPO], {}, cliIo).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FusionError);
-    expect((err as FusionError).message).toBe('fusion_investigate missing required key(s): background');
+    expect((err as FusionError).code).toBe('invalid_input');
+    expect((err as FusionError).message).toBe('missing required flag(s): --background');
   });
 
   it("README's exit code table is cli/exit-codes.ts", () => {

@@ -4,9 +4,10 @@
  * only that exists (an agent account needs no settings) and no data directory was named; a
  * daemon never discovers another's.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseArgs } from '../../../src/config/args.js';
@@ -55,6 +56,39 @@ describe('socket discovery', () => {
     expect(resolveSocket(parseArgs(['--data', other], { data: { value: true } }), { XDG_STATE_HOME: dir }, shared)).toBe(join(other, 'fusion.sock'));
     // Without one, the shared daemon is still found (a local agent account needs no settings).
     expect(resolveSocket(NO_ARGS, { XDG_STATE_HOME: dir }, shared)).toBe(shared);
+  });
+
+  it("an explicit data directory's daemon is found by the socket its live owner recorded (a --socket-group daemon listens outside it)", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fusion-sockdisc-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const home = join(dir, 'home');
+    mkdirSync(home, { mode: 0o700 });
+    const record = join(home, 'daemon.json');
+    const recorded = '/run/fusion-test/fusion.sock';
+    const write = (pid: number, socket = recorded) => writeFileSync(record, JSON.stringify({ pid, socket, startedAt: '' }), { mode: 0o600 });
+    const env = { FUSION_HOME: home };
+    write(process.pid);
+    expect(resolveSocket(NO_ARGS, env)).toBe(recorded);
+    expect(resolveSocket(parseArgs(['--data', home], { data: { value: true } }), {})).toBe(recorded);
+    // --socket / FUSION_SOCKET still win.
+    expect(resolveSocket(NO_ARGS, { ...env, FUSION_SOCKET: '/x/y.sock' })).toBe('/x/y.sock');
+    // A dead owner's record (killed with SIGKILL) is not followed.
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    write(Number(dead.stdout));
+    expect(resolveSocket(NO_ARGS, env)).toBe(join(home, 'fusion.sock'));
+    // A record others may write, or a link, is not followed.
+    write(process.pid);
+    chmodSync(record, 0o622);
+    expect(resolveSocket(NO_ARGS, env)).toBe(join(home, 'fusion.sock'));
+    rmSync(record);
+    const elsewhere = join(dir, 'planted.json');
+    writeFileSync(elsewhere, JSON.stringify({ pid: process.pid, socket: recorded }), { mode: 0o600 });
+    symlinkSync(elsewhere, record);
+    expect(resolveSocket(NO_ARGS, env)).toBe(join(home, 'fusion.sock'));
+    // A relative socket path is not followed either.
+    rmSync(record);
+    write(process.pid, 'x.sock');
+    expect(resolveSocket(NO_ARGS, env)).toBe(join(home, 'fusion.sock'));
   });
 
   it('a daemon listens on its home socket, or on the shared path with --socket-group', () => {
