@@ -36,6 +36,7 @@ import { openSqliteStore } from '../../../src/store/sqlite-store.js';
 import { createBundleCache } from '../../../src/bundles/bundle-cache.js';
 import { pruneRepoSnapshots } from '../../../src/bundles/snapshot-retention.js';
 import { DIST, FIXTURE_REPO, REFILL_ARGS, builtin, builtinRoster, captureLogs, trackingLauncher, wrapProvider, type LaunchRecord, waitFor } from '../workflow/helpers.js';
+import { addTestUser, removeTestUsers } from '../../helpers/test-users.js';
 
 const missing = missingPrerequisite({ root: true, bwrap: true, dist: true });
 const suite = (name: string, body: () => void): void => describeUnless(missing, name, body);
@@ -156,7 +157,7 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
     sh('groupadd', group);
     sh('groupadd', privGroup);
     sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', `${group},${privGroup}`, alice);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', bob);
+    addTestUser(bob);
     aliceUid = Number(sh('id', '-u', alice).trim());
     base = mkdtempSync(join(tmpdir(), 'fusion-snapshot-'));
     chmodSync(base, 0o755);
@@ -200,13 +201,7 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
   afterAll(async () => {
     g.open();
     await stop().catch(() => undefined);
-    for (const user of [alice, bob]) {
-      try {
-        sh('userdel', user);
-      } catch {
-        /* not created */
-      }
-    }
+    removeTestUsers([alice, bob]);
     for (const grp of [group, privGroup]) {
       try {
         sh('groupdel', grp);

@@ -26,6 +26,7 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { FusionClient } from '../../../src/client/index.js';
 import { sha256Hex } from '../../../src/contracts/sha256.js';
 import { DIST, REFILL_ARGS, ROOT, copyFixtureRepo, waitFor } from '../workflow/helpers.js';
+import { addTestUser, removeTestUsers } from '../../helpers/test-users.js';
 
 const missing = missingPrerequisite({ root: true, bwrap: true, dist: true });
 const suite = (name: string, body: () => void): void => describeUnless(missing, name, body);
@@ -88,7 +89,7 @@ suite('what a root daemon leaves where local users look', () => {
   let symlinksWere: string | undefined;
 
   beforeAll(() => {
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', user);
+    addTestUser(user);
     base = mkdtempSync(join(tmpdir(), 'fusion-shared-'));
     chmodSync(base, 0o755);
     fixture = copyFixtureRepo();
@@ -104,16 +105,7 @@ suite('what a root daemon leaves where local users look', () => {
       const mounted = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '').filter((mp) => mp.startsWith(`${base}/`));
       for (const mp of mounted) execFileSync('umount', ['-l', mp]);
     }
-    try {
-      sh('userdel', user);
-    } catch {
-      /* not created */
-    }
-    try {
-      sh('groupdel', user);
-    } catch {
-      /* removed with the user */
-    }
+    removeTestUsers([user], [user]);
     if (base) rmSync(base, { recursive: true, force: true });
     if (fixture) rmSync(fixture.root, { recursive: true, force: true });
   });

@@ -22,6 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { addTestUser, removeTestUsers } from '../../helpers/test-users.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const FIXTURE_REPO = join(ROOT, 'test', 'fixtures', 'e2e', 'repo');
@@ -99,9 +100,9 @@ describeUnless(missingPrerequisite({ root: true }), 'non-root callers over a --s
 
   beforeAll(async () => {
     sh('groupadd', group);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, alice);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, bob);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', carol);
+    addTestUser(alice, [group]);
+    addTestUser(bob, [group]);
+    addTestUser(carol);
     base = mkdtempSync(join(tmpdir(), 'fusion-callers-'));
     chmodSync(base, 0o755);
     view = join(base, 'view');
@@ -127,18 +128,7 @@ describeUnless(missingPrerequisite({ root: true }), 'non-root callers over a --s
 
   afterAll(async () => {
     await daemon?.stop();
-    for (const user of [alice, bob, carol]) {
-      try {
-        sh('userdel', user);
-      } catch {
-        /* not created */
-      }
-    }
-    try {
-      sh('groupdel', group);
-    } catch {
-      /* not created */
-    }
+    removeTestUsers([alice, bob, carol], [group]);
     if (base !== '') rmSync(base, { recursive: true, force: true });
   }, 60_000);
 

@@ -17,6 +17,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { addTestUser, removeTestUsers } from '../../helpers/test-users.js';
 
 /** The submit flags, over the fixture repository as the users see it (through the bind mount). */
 const ARGS = (): string[] => ['--objective', 'Find where tokens are refilled', '--background', 'Bursts after a pause', '--deliverable', 'The file and lines', '--repo', join(viewDir, 'test', 'fixtures', 'builtin-repo')];
@@ -69,9 +70,9 @@ describeUnless(missingPrerequisite({ root: true }), 'a user outside the socket g
 
   beforeAll(() => {
     sh('groupadd', group);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', outsider);
+    addTestUser(outsider);
     // Listed in the group database, but the session below is started without it.
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, stale);
+    addTestUser(stale, [group]);
     base = mkdtempSync(join(tmpdir(), 'fusion-denied-'));
     chmodSync(base, 0o755);
     viewDir = join(base, 'view');
@@ -83,18 +84,7 @@ describeUnless(missingPrerequisite({ root: true }), 'a user outside the socket g
   });
 
   afterAll(() => {
-    for (const user of [outsider, stale]) {
-      try {
-        sh('userdel', user);
-      } catch {
-        /* not created */
-      }
-    }
-    try {
-      sh('groupdel', group);
-    } catch {
-      /* not created */
-    }
+    removeTestUsers([outsider, stale], [group]);
     if (base !== '') rmSync(base, { recursive: true, force: true });
   });
 

@@ -33,6 +33,7 @@ import { waitFor } from '../../helpers/wait.js';
 import { builtin, builtinRoster, captureLogs, copyFixtureRepo, DIST, freshRunRoot, trackingLauncher, wrapProvider, REFILL_ARGS, type LaunchRecord } from '../workflow/helpers.js';
 import { IP_A, startSite, type Site } from '../../integration/research-crawl/site.js';
 import { createKey } from '../../integration/research/helpers.js';
+import { addTestUser, removeTestUsers } from '../../helpers/test-users.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = process.env.FUSION_SCREENSHOTS_DIR;
@@ -146,8 +147,8 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
 
   beforeAll(async () => {
     sh('groupadd', group);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, alice);
-    sh('useradd', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', carol);
+    addTestUser(alice, [group]);
+    addTestUser(carol);
     base = mkdtempSync(join(tmpdir(), 'fusion-dash-'));
     chmodSync(base, 0o755);
     const fixture = copyFixtureRepo();
@@ -180,18 +181,7 @@ describeUnless(missing, 'the dashboard in a real browser', () => {
     await daemon?.close();
     await stageWorkers?.stop();
     await site?.origin.close();
-    for (const user of [alice, carol]) {
-      try {
-        sh('userdel', user);
-      } catch {
-        /* not created */
-      }
-    }
-    try {
-      sh('groupdel', group);
-    } catch {
-      /* not created */
-    }
+    removeTestUsers([alice, carol], [group]);
     for (const dir of [base, fixtureRoot, runRoot]) if (dir !== '') rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
