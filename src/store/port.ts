@@ -65,6 +65,11 @@ export interface NewTask {
   callerGroups?: number[] | null;
   /** Cluster mode: the packed repository, stored once by digest in the task's own transaction. */
   bundle?: { digest: string; data: Buffer };
+  /**
+   * The task must wait for a run slot: it is created `queued` (its `initializing → queued` event in
+   * the same commit), not marked so by a second transaction.
+   */
+  queued?: boolean;
   /** Checkpoints known at submission (cluster mode: the repository snapshot), committed with the task row. */
   checkpoints?: ReadonlyArray<{ key: string; value: string }>;
 }

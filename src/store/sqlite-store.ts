@@ -175,6 +175,7 @@ export class SqlStoreImpl implements SqliteStore {
     try {
       // Group commit: submits arriving during a commit share the next one (sqlite-db.ts); the
       // receipt still waits for its own row to be durable.
+      const state: TaskState = task.queued === true ? 'queued' : 'initializing';
       const record = await this.db.groupTransaction(async (tx) => {
         // The bundle is stored once per digest: a second task over the same tree names the same row.
         if (task.bundle !== undefined) {
@@ -184,19 +185,20 @@ export class SqlStoreImpl implements SqliteStore {
         const bundleDigest = task.bundle?.digest ?? null;
         await tx.run(
           `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
-             created_at, updated_at, caller_uid, bundle_digest, caller_gid, caller_groups) VALUES (?, ?, 'initializing', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          [task.id, task.workflow, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
+             created_at, updated_at, caller_uid, bundle_digest, caller_gid, caller_groups) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          [task.id, task.workflow, state, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
             canonicalJson(task.options), at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
         );
         await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
+        if (task.queued === true) await insertEvent(tx, task.id, 'transition', { from: 'initializing', to: 'queued' }, at);
         // One commit for the receipt: a checkpoint known at submission does not cost a second one.
         for (const ck of task.checkpoints ?? []) await upsertCheckpoint(tx, task.id, ck.key, ck.value);
         // Built from what was just inserted: no read-back on the receipt's critical path.
-        const { bundle: _bundle, checkpoints: _checkpoints, ...fields } = task;
-        const created: TaskRecord = { ...fields, callerGid: task.callerGid ?? null, callerGroups: task.callerGroups ?? null, bundleDigest, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+        const { bundle: _bundle, checkpoints: _checkpoints, queued: _queued, ...fields } = task;
+        const created: TaskRecord = { ...fields, callerGid: task.callerGid ?? null, callerGroups: task.callerGroups ?? null, bundleDigest, state, createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
         return created;
       });
-      this.log.debug({ taskId: task.id, from: null, to: 'initializing' }, 'store transition committed');
+      this.log.debug({ taskId: task.id, from: null, to: record.state }, 'store transition committed');
       return record;
     } catch (err) {
       if (isConstraint(err, 'UNIQUE')) {

@@ -109,7 +109,6 @@ export class TaskService {
   private readOnlyReason: string | undefined;
   private readonly log: Logger;
   /** Per task: the pending `initializing → queued` write, awaited before the task starts. */
-  private readonly queueing = new Map<string, Promise<void>>();
   private readonly admission: Admission;
   private readonly events: TaskEventPublisher;
   private readonly clusterBridge: ClusterBridge | undefined;
@@ -160,9 +159,13 @@ export class TaskService {
     //    canonical input and budget plan (synchronous=FULL). The task directory's copies are
     //    written when the task starts: they are conveniences, not the record.
     const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
+    // A task that must wait for a run slot is created queued, in the same commit (cluster mode:
+    // the shared queue decides, and the task stays initializing until a daemon takes it).
+    const queued = this.clusterBridge === undefined && this.admission.mustWait(this.deps.dispatcher.running, this.deps.dispatcher.queued);
     let task: TaskRecord;
     try {
       task = await this.deps.store.createTask({
+        ...(queued ? { queued } : {}),
         id: taskId,
         workflow: req.workflow,
         repoDir,
@@ -191,11 +194,6 @@ export class TaskService {
     if (this.clusterBridge !== undefined) {
       await this.clusterBridge.enqueueOrFail(task);
       return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
-    }
-    // A task that must wait for a run slot says so (queued), written after the receipt so the
-    // receipt does not wait for it.
-    if (this.admission.mustWait(this.deps.dispatcher.running, this.deps.dispatcher.queued)) {
-      this.queueing.set(taskId, this.markQueued(taskId));
     }
     this.start(task, { resume: false, onStart: release });
     return receiptOf(req.workflow, task, canonicalInput.request.sha256, canonicalSha);
@@ -357,12 +355,7 @@ export class TaskService {
       onStart();
       const started = Date.now();
       try {
-        // The queued mark (if any) lands first, so the run starts from the state the store holds.
-        const mark = this.queueing.get(task.id);
-        this.queueing.delete(task.id);
-        await mark;
-        const current = mark === undefined ? task : ((await this.deps.store.getTask(task.id)) ?? task);
-        await this.runTask(current, ac, { resume: how.resume });
+        await this.runTask(task, ac, { resume: how.resume });
       } finally {
         this.admission.ranFor(Date.now() - started);
         this.controllers.delete(task.id);
@@ -398,14 +391,6 @@ export class TaskService {
     if (refusal !== undefined) throw refusal;
   }
 
-  private async markQueued(taskId: string): Promise<void> {
-    try {
-      if (await this.deps.store.transitionTask(taskId, 'initializing', 'queued')) await this.publish(taskId);
-    } catch (err) {
-      // The task still runs in its turn; only the visible state is missing.
-      this.log.warn({ taskId, err: toFusionError(err) }, 'could not mark the task queued');
-    }
-  }
 
   /** Read-only mode (a start on a full disk): every submit is refused with storage_full and this reason. */
   setReadOnly(reason: string): void {

@@ -58,11 +58,12 @@ export function memoryStore(): MemoryStore {
         throw err;
       }
       const at = now();
-      const { bundle, ...fields } = t;
+      const { bundle, checkpoints: _checkpoints, queued, ...fields } = t;
       if (bundle !== undefined) bundles.set(bundle.digest, { digest: bundle.digest, data: bundle.data, bytes: bundle.data.length, createdAt: at });
-      const task: TaskRecord = { ...fields, bundleDigest: bundle?.digest ?? null, state: 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
+      const task: TaskRecord = { ...fields, bundleDigest: bundle?.digest ?? null, state: queued === true ? 'queued' : 'initializing', createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
       tasks.set(t.id, task);
       append(t.id, 'transition', { to: 'initializing' });
+      if (queued === true) append(t.id, 'transition', { from: 'initializing', to: 'queued' });
       return task;
     },
     getTask: async (id) => tasks.get(id) ?? null,

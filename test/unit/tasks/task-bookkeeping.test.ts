@@ -16,22 +16,22 @@ beforeEach(() => {
 });
 afterEach(() => dirs.remove());
 
-type Tracked = 'controllers' | 'queueing' | 'waiting' | 'published' | 'endedCursors';
+type Tracked = 'controllers' | 'waiting' | 'published' | 'endedCursors';
 
 /** The per-task maps of the service and its admission and event parts (private: read through a cast, for this check only). */
 function maps(service: TaskService): Record<Tracked, Map<string, unknown>> {
-  type Parts = Record<'controllers' | 'queueing', Map<string, unknown>> & { admission: { waiting: Map<string, unknown> }; events: Record<'published' | 'endedCursors', Map<string, unknown>> };
+  type Parts = Record<'controllers', Map<string, unknown>> & { admission: { waiting: Map<string, unknown> }; events: Record<'published' | 'endedCursors', Map<string, unknown>> };
   const s = service as unknown as Parts;
-  return { controllers: s.controllers, queueing: s.queueing, waiting: s.admission.waiting, published: s.events.published, endedCursors: s.events.endedCursors };
+  return { controllers: s.controllers, waiting: s.admission.waiting, published: s.events.published, endedCursors: s.events.endedCursors };
 }
 
 /** Sizes of the maps that must be empty when no task runs (ended cursors are bounded instead). */
 function bookkeeping(service: TaskService): Record<string, number> {
   const s = maps(service);
-  return { controllers: s.controllers.size, queueing: s.queueing.size, waiting: s.waiting.size, published: s.published.size };
+  return { controllers: s.controllers.size, waiting: s.waiting.size, published: s.published.size };
 }
 
-const EMPTY = { controllers: 0, queueing: 0, waiting: 0, published: 0 };
+const EMPTY = { controllers: 0, waiting: 0, published: 0 };
 
 /** Like a workflow whose stage reports its end after the task was cancelled under it. */
 function lateProgressRunner(): TaskRunner & { started: Promise<void> } {
