@@ -79,6 +79,8 @@ interface CallOutcome {
   status: 'ok' | 'error';
   text: string;
   fetch?: FetchProvenance;
+  /** A wall-clock limit cut the repository tool's result short. */
+  timerCut?: true;
 }
 
 export function modelRequestLimitMessage(limit: number): string {
@@ -184,7 +186,8 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutc
     }
     if (!isToolName(call.name)) return { status: 'error', text: `tool ${JSON.stringify(call.name.slice(0, 100))} has no implementation in this child` };
     const result = await runTool(call.name, options.repoRoot, args, options.toolLimits);
-    return result.ok ? { status: 'ok', text: result.text } : { status: 'error', text: result.error };
+    if (!result.ok) return { status: 'error', text: result.error };
+    return result.timerCut === true ? { status: 'ok', text: result.text, timerCut: true } : { status: 'ok', text: result.text };
   }
 
   async function runCall(call: ToolCall): Promise<string> {
@@ -220,6 +223,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<ChildOutc
         result: outcome.text,
         status: outcome.status,
         ...(outcome.fetch === undefined ? {} : { fetch: outcome.fetch }),
+        ...(outcome.timerCut === true ? { timerCut: true as const } : {}),
       });
       if (!finished.ok) {
         const code = finished.message.includes('aggregate') ? AGENT_ERROR_CODES.limit : AGENT_ERROR_CODES.auditLog;

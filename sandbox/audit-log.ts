@@ -60,6 +60,8 @@ export interface ToolCallOutcome {
   status: ToolCallStatus;
   /** Required for `fusion_web_fetch`, forbidden for every other tool. */
   fetch?: FetchProvenance;
+  /** A repository tool's result was cut by a wall-clock limit (logged as `timer_cut: true`). */
+  timerCut?: true;
 }
 
 export type BeginResult = { ok: true; ordinal: number } | { ok: false; message: string };
@@ -197,7 +199,10 @@ export function openToolCallLog(options: ToolCallLogOptions): ToolCallLog {
   function provenanceKeys(toolName: string, outcome: ToolCallOutcome): Partial<ToolCallLogRecord> | string {
     const isFetch = toolName === RESEARCH_FETCH_TOOL;
     const fetch = outcome.fetch;
-    if (!isFetch) return fetch === undefined ? {} : `tool ${toolName} must not carry fetch provenance`;
+    if (!isFetch) {
+      if (fetch !== undefined) return `tool ${toolName} must not carry fetch provenance`;
+      return outcome.timerCut === true && outcome.status === 'ok' ? { timer_cut: true } : {};
+    }
     if (fetch === undefined) return `${toolName} call finished without fetch provenance`;
     if (fetch.outcome === 'fetched') {
       if (outcome.status !== 'ok') return `${toolName} fetched provenance requires status ok`;

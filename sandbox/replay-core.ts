@@ -13,7 +13,7 @@
  * offline verifier.
  */
 import { readdir } from 'node:fs/promises';
-import { isToolName, runTool, type ToolLimits } from './tools/index.js';
+import { DEFAULT_TOOL_LIMITS, isToolName, runTool, type ToolLimits } from './tools/index.js';
 import { openRegularFile } from './tools/open-regular.js';
 import { resolveInRepo } from './path-confine.js';
 import { SKIPPED_DIR_NAMES, startsInsideSkipped } from './tools/walk.js';
@@ -34,15 +34,33 @@ export interface ReplayedCall {
   status: 'ok' | 'error';
   result_bytes: number;
   result_sha256: string;
+  /**
+   * The replay's own result was cut by a wall-clock limit (a slow regex batch or the call's time
+   * budget): on a mismatch, the difference may come from the host's load rather than a forgery.
+   */
+  timer_cut?: true;
   /** What the result depended on: repo-relative path (`.` = root) → digest of its content/tree. */
   touched: Record<string, string>;
+}
+
+/**
+ * The replay runs the repository tools with wall-clock limits this many times the candidate's,
+ * so that on a loaded host it is rarely cut where the candidate was not. The limits only stop
+ * work early; a call that finishes within them answers the same whatever their values.
+ */
+export const REPLAY_TIMER_FACTOR = 5;
+
+/** The candidate's tool limits with the wall-clock ones relaxed by REPLAY_TIMER_FACTOR. */
+export function replayToolLimits(limits?: Partial<ToolLimits>): Partial<ToolLimits> {
+  const base = { ...DEFAULT_TOOL_LIMITS, ...limits };
+  return { ...limits, regexTimeoutMs: base.regexTimeoutMs * REPLAY_TIMER_FACTOR, timeBudgetMs: base.timeBudgetMs * REPLAY_TIMER_FACTOR };
 }
 
 /** Upper bound of entries hashed per scope, like the tools' own walk cap. */
 const MAX_TREE_ENTRIES = 200_000;
 
 /** What `execute` in the agent loop answers, for the same call (kept equal on purpose). */
-async function runLikeTheChild(root: string, call: ReplayCall, allowed: ReadonlySet<string>, limits?: Partial<ToolLimits>): Promise<{ status: 'ok' | 'error'; text: string }> {
+async function runLikeTheChild(root: string, call: ReplayCall, allowed: ReadonlySet<string>, limits?: Partial<ToolLimits>): Promise<{ status: 'ok' | 'error'; text: string; timerCut?: true }> {
   if (!allowed.has(call.tool_name)) {
     const available = [...allowed].join(', ') || 'none';
     return { status: 'error', text: `tool ${JSON.stringify(call.tool_name.slice(0, 100))} is not available to this agent; available tools: ${available}` };
@@ -55,7 +73,8 @@ async function runLikeTheChild(root: string, call: ReplayCall, allowed: Readonly
   }
   if (!isToolName(call.tool_name)) return { status: 'error', text: `tool ${JSON.stringify(call.tool_name.slice(0, 100))} has no implementation in this child` };
   const result = await runTool(call.tool_name, root, args, limits);
-  return result.ok ? { status: 'ok', text: result.text } : { status: 'error', text: result.error };
+  if (!result.ok) return { status: 'error', text: result.error };
+  return result.timerCut === true ? { status: 'ok', text: result.text, timerCut: true } : { status: 'ok', text: result.text };
 }
 
 /** The path argument a call looked at (`.` when it has none or it cannot be read). */
@@ -164,7 +183,7 @@ export function createReplayer(root: string, allowedTools: readonly string[], li
   const treeCache = new Map<string, string>();
   return async (call) => {
     if (!isToolName(call.tool_name)) return null;
-    const { status, text } = await runLikeTheChild(root, call, allowed, limits);
+    const { status, text, timerCut } = await runLikeTheChild(root, call, allowed, limits);
     const bytes = Buffer.from(text, 'utf8');
     return {
       ordinal: call.ordinal,
@@ -172,6 +191,7 @@ export function createReplayer(root: string, allowedTools: readonly string[], li
       status,
       result_bytes: bytes.length,
       result_sha256: sha256Hex(bytes),
+      ...(timerCut === true ? { timer_cut: true as const } : {}),
       touched: await touchedBy(root, call, fileCache, treeCache),
     };
   };

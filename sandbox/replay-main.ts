@@ -13,7 +13,7 @@
  */
 import { closeSync, constants, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { request } from 'node:http';
-import { REPLAY_SCHEMA, createReplayer, type ReplayCall, type ReplayedCall } from './replay-core.js';
+import { REPLAY_SCHEMA, createReplayer, replayToolLimits, type ReplayCall, type ReplayedCall } from './replay-core.js';
 import { memoizeRepositoryReads } from './tools/repo-memo.js';
 
 const PATHS = { repo: '/repo', out: '/out/replay.json', request: '/run/fusion/request.json', feed: '/run/fusion/broker.sock' } as const;
@@ -140,7 +140,7 @@ async function main(): Promise<void> {
   // /repo is the task's snapshot, immutable and mounted read-only: each directory and file is
   // read once for all the calls replayed here (sandbox/tools/repo-memo.ts).
   memoizeRepositoryReads();
-  const replay = onceForSameCalls(createReplayer(PATHS.repo, request.tools));
+  const replay = onceForSameCalls(createReplayer(PATHS.repo, request.tools, replayToolLimits()));
   if (request.feed) {
     // Streamed: each call is replayed while its candidate is still thinking about the next one.
     await replayFeed(replay);

@@ -80,7 +80,8 @@ export const findTool: ToolImpl = async (root, args, limitsIn) => {
     if (walkState.unreadableDirs > 0) {
       notes.push(`[skipped: ${plural(walkState.unreadableDirs, 'unreadable directory', 'unreadable directories')}]`);
     }
-    return { ok: true, text: out.finish(notes) };
+    const text = out.finish(notes);
+    return walkState.stopped === 'time' ? { ok: true, text, timerCut: true } : { ok: true, text };
   } catch (err) {
     return toolError('find', err);
   }

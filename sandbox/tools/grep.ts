@@ -261,7 +261,8 @@ export const grepTool: ToolImpl = async (root, args, limitsIn) => {
       return { ok: false, error: `grep: ${target.displayPath} is not a regular file or directory (${specialKind(st) ?? 'special file'}); skipped` };
     }
     run.flush();
-    return { ok: true, text: run.out.finish(run.notes(walkState)) };
+    const text = run.out.finish(run.notes(walkState));
+    return run.timedOutAt !== null || walkState.stopped === 'time' ? { ok: true, text, timerCut: true } : { ok: true, text };
   } catch (err) {
     return toolError('grep', err);
   }

@@ -6,7 +6,12 @@ import type { CANDIDATE_TOOLS } from '../../src/contracts/constants.js';
 
 export type ToolName = (typeof CANDIDATE_TOOLS)[number];
 
-export type ToolResult = { ok: true; text: string } | { ok: false; error: string };
+/**
+ * `timerCut`: a wall-clock limit (regexTimeoutMs or timeBudgetMs) cut the result short, so the
+ * same call can answer differently on a less loaded host. The replay uses it to tell a
+ * time-dependent result from a forged one.
+ */
+export type ToolResult = { ok: true; text: string; timerCut?: true } | { ok: false; error: string };
 
 /** A tool never throws: every failure comes back as `{ ok: false, error }`. */
 export type ToolImpl = (root: string, args: unknown, limits?: Partial<ToolLimits>) => Promise<ToolResult>;

@@ -33,7 +33,7 @@ import { firstDifferenceFromPack, memberAt, packMembers, readMembers, TarFormatE
 import { parsePublicKey, publicKeySha256, verifyManifestSignature } from './signing.js';
 import { MANIFEST_MEMBER, MANIFEST_SCHEMA, SIGNATURE_MEMBER, SIGNATURE_SCHEMA } from './task-tarball.js';
 import { unsignedStanding, type UnsignedBeforeKey } from './unsigned-before-key.js';
-import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, replayRecordOffline, type ReplayRecord } from './replay.js';
+import { REPLAY_RECORD_SCHEMA, REPLAY_RECORD_SUFFIX, inconclusiveMessage, replayRecordOffline, timeLimited, type ReplayRecord } from './replay.js';
 import { PACK_SCRATCH_PREFIX } from './tar-members.js';
 import { packTree } from '../bundles/pack.js';
 import { DEFAULT_REPO_EXCLUDES } from '../bundles/excludes.js';
@@ -70,6 +70,8 @@ export interface OfflineVerifyReport {
   sealedBeforeKey: string | null;
   /** Tool calls replayed against the repository (with replayRepo). */
   replayed: number;
+  /** Tool calls whose result depended on a wall-clock limit: "inconclusive (time-limited)", not a forgery. */
+  inconclusive: Array<{ member: string; ordinal: number; message: string }>;
   checks: string[];
   /** The first broken member and why. */
   failure?: { member: string; message: string; reason?: 'repository_changed' | 'mismatch' };
@@ -108,6 +110,8 @@ const ReplayRecordSchema = z.object({
     result_sha256: z.string(),
     status: z.enum(['ok', 'error']),
     replayed_sha256: z.string(),
+    timer_cut: z.literal(true).optional(),
+    replayed_timer_cut: z.literal(true).optional(),
     touched: z.record(z.string(), z.string()),
   })),
 });
@@ -178,7 +182,7 @@ function jsonMember<T>(member: ReadMember, schema: z.ZodType<T>): T {
 }
 
 export async function verifyTaskTarball(tar: Buffer, options: OfflineVerifyOptions = {}): Promise<OfflineVerifyReport> {
-  const report: OfflineVerifyReport = { ok: false, taskId: null, state: null, members: 0, signed: false, signer: null, pinned: false, sealedBeforeKey: null, replayed: 0, checks: [] };
+  const report: OfflineVerifyReport = { ok: false, taskId: null, state: null, members: 0, signed: false, signer: null, pinned: false, sealedBeforeKey: null, replayed: 0, inconclusive: [], checks: [] };
   const scratch = await mkdtemp(join(options.scratchRoot ?? tmpdir(), PACK_SCRATCH_PREFIX));
   try {
     await runChecks(tar, options, report, scratch);
@@ -330,8 +334,14 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
       for (const call of record.calls) {
         const logged = byOrdinal.get(call.ordinal);
         if (logged === undefined || logged.tool_name !== call.tool_name || sha256Hex(call.arguments) !== logged.arguments_sha256 ||
-          logged.result_sha256 !== call.result_sha256 || call.replayed_sha256 !== call.result_sha256) {
+          logged.result_sha256 !== call.result_sha256 || logged.timer_cut !== call.timer_cut) {
           throw new Broken(replayName, `${replayName}: call ${call.ordinal} does not agree with the sealed log`);
+        }
+        if (call.replayed_sha256 !== call.result_sha256) {
+          // A difference where a wall-clock limit cut either side failed its attempt as
+          // replay_inconclusive: no forgery is proven, and the attempt's answer was not used.
+          if (!timeLimited(call)) throw new Broken(replayName, `${replayName}: call ${call.ordinal} does not agree with the sealed log`);
+          report.inconclusive.push({ member: replayName, ordinal: call.ordinal, message: inconclusiveMessage(call) });
         }
       }
       replayRecords.push({ member: replayName, record });
@@ -363,11 +373,17 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
       for (const { member, record } of replayRecords) {
         const outcome = await replayRecordOffline(record, tree);
         report.replayed += outcome.replayed;
+        for (const call of outcome.inconclusive) {
+          if (!report.inconclusive.some((c) => c.member === member && c.ordinal === call.ordinal)) report.inconclusive.push({ member, ...call });
+        }
         if (!outcome.ok) throw new Broken(member, `${member}: ${outcome.message ?? 'replay failed'}`, outcome.reason);
       }
     } finally {
       if (tree !== options.replayRepo) await rm(tree, { recursive: true, force: true });
     }
-    report.checks.push(`replay: ${report.replayed} tool calls reproduce the logged results`);
+    const limited = report.inconclusive.length;
+    report.checks.push(limited === 0
+      ? `replay: ${report.replayed} tool calls reproduce the logged results`
+      : `replay: ${report.replayed - limited} of ${report.replayed} tool calls reproduce the logged results; ${limited} inconclusive (time-limited)`);
   }
 }

@@ -21,7 +21,7 @@ import { rejectionOf } from '../contracts/tool-rejection.js';
 import type { ToolCallLogRecord } from '../contracts/broker-record.js';
 import { CANDIDATE_ENV, SANDBOX_PATHS, type Launcher, type SandboxLimits } from '../launcher/port.js';
 import { createStaging, writeRequestFile, type SandboxOwner } from '../launcher/attempt-dirs.js';
-import { REPLAY_SCHEMA, replayCalls, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
+import { REPLAY_SCHEMA, replayCalls, replayToolLimits, type ReplayCall, type ReplayedCall } from '../../sandbox/replay-core.js';
 import { startReplayFeed } from './replay-feed.js';
 import { sha256Hex } from '../contracts/sha256.js';
 
@@ -66,6 +66,10 @@ export interface ReplayRecordCall {
   status: 'ok' | 'error';
   /** What the replay found; equal to result_sha256 for a verified call. */
   replayed_sha256: string;
+  /** The child logged that a wall-clock limit cut its result (`timer_cut` of its log record). */
+  timer_cut?: true;
+  /** The replay's own result was cut by a wall-clock limit. */
+  replayed_timer_cut?: true;
   touched: Record<string, string>;
 }
 
@@ -117,13 +121,31 @@ export function replayInputs(logRecords: readonly ToolCallLogRecord[], rawCalls:
   return calls;
 }
 
-/** Compares replayed digests with the log; throws on the first difference. */
+/**
+ * The attempt's answer is not used because a differing call's result depended on a wall-clock
+ * limit on one side (or both): the difference can come from the host's load, so it is no proof
+ * of a forgery, and no proof of the result either (docs/security.md).
+ */
+function inconclusive(call: ReplayedCall, logged: ToolCallLogRecord): FusionError {
+  const side = call.timer_cut === true && logged.timer_cut === true ? 'the candidate\'s run and the replay were' : call.timer_cut === true ? 'the replay was' : 'the candidate\'s run was';
+  return new FusionError(
+    'replay_inconclusive',
+    `tool-call replay inconclusive: call ${call.ordinal} (${call.tool_name}): the result depended on a time limit on a loaded host (${side} cut short by a wall-clock limit), so the replay can neither confirm nor refute it; the attempt's answer is not used; retry`,
+    { details: { ordinal: call.ordinal, tool: call.tool_name, logged: logged.result_sha256, replayed: call.result_sha256, loggedTimerCut: logged.timer_cut === true, replayTimerCut: call.timer_cut === true } },
+  );
+}
+
+/**
+ * Compares replayed digests with the log; throws on the first difference: `child_event_invalid`,
+ * or `replay_inconclusive` when either side's result was cut by a wall-clock limit.
+ */
 export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[], metrics: Pick<ReplayMetrics, 'mismatched'> = NO_REPLAY_METRICS): void {
   const byOrdinal = new Map(logRecords.map((r) => [r.ordinal, r]));
   for (const call of replayed) {
     const logged = byOrdinal.get(call.ordinal);
     if (logged === undefined) throw replayError(`replayed call ${call.ordinal} is not in the log`);
     if (logged.result_sha256 !== call.result_sha256 || logged.status !== call.status || logged.result_bytes !== call.result_bytes) {
+      if (call.timer_cut === true || logged.timer_cut === true) throw inconclusive(call, logged);
       metrics.mismatched();
       throw replayError(
         `call ${call.ordinal} (${call.tool_name}): the logged result (sha256 ${logged.result_sha256.slice(0, 12)}…, ${logged.status}) differs from a replay over the read-only repository (sha256 ${call.result_sha256.slice(0, 12)}…, ${call.status})`,
@@ -150,6 +172,8 @@ export function buildReplayRecord(tools: readonly string[], backend: string, cal
         result_sha256: logged?.result_sha256 ?? '',
         status: logged?.status ?? 'error',
         replayed_sha256: again?.result_sha256 ?? '',
+        ...(logged?.timer_cut === true ? { timer_cut: true as const } : {}),
+        ...(again?.timer_cut === true ? { replayed_timer_cut: true as const } : {}),
         touched: again?.touched ?? {},
       };
     }),
@@ -163,7 +187,7 @@ function parseReplayed(text: string): ReplayedCall[] {
     const call = c as ReplayedCall;
     if (typeof call.ordinal !== 'number' || typeof call.tool_name !== 'string' || (call.status !== 'ok' && call.status !== 'error') ||
       typeof call.result_bytes !== 'number' || typeof call.result_sha256 !== 'string' || !HEX64.test(call.result_sha256) ||
-      typeof call.touched !== 'object' || call.touched === null) {
+      typeof call.touched !== 'object' || call.touched === null || (call.timer_cut !== undefined && call.timer_cut !== true)) {
       throw new Error('malformed replayed call');
     }
     return call;
@@ -391,6 +415,21 @@ export interface OfflineReplayOutcome {
   reason?: 'repository_changed' | 'mismatch';
   message?: string;
   replayed: number;
+  /**
+   * Calls whose result differs but depended on a wall-clock limit (the run's, its replay's, or
+   * this replay's): neither confirmed nor refuted, reported as "inconclusive (time-limited)".
+   */
+  inconclusive: Array<{ ordinal: number; message: string }>;
+}
+
+/** A call whose recorded or replayed result was cut by a wall-clock limit. */
+export function timeLimited(call: Pick<ReplayRecordCall, 'timer_cut' | 'replayed_timer_cut'>): boolean {
+  return call.timer_cut === true || call.replayed_timer_cut === true;
+}
+
+/** The message of a call the offline replay can neither confirm nor refute. */
+export function inconclusiveMessage(call: Pick<ReplayRecordCall, 'ordinal' | 'tool_name'>): string {
+  return `call ${call.ordinal} (${call.tool_name}): inconclusive (time-limited): its result depended on a wall-clock limit, so a replay can neither confirm nor refute it`;
 }
 
 /**
@@ -399,17 +438,22 @@ export interface OfflineReplayOutcome {
  */
 export async function replayRecordOffline(record: ReplayRecord, repoDir: string): Promise<OfflineReplayOutcome> {
   const calls = record.calls.map((c) => ({ ordinal: c.ordinal, tool_name: c.tool_name, arguments: c.arguments }));
-  const replayed = await replayCalls(repoDir, calls, record.tools);
+  const replayed = await replayCalls(repoDir, calls, record.tools, replayToolLimits());
+  const inconclusiveCalls: OfflineReplayOutcome['inconclusive'] = [];
   for (const [i, call] of record.calls.entries()) {
     const again = replayed[i];
-    if (again === undefined) return { ok: false, ordinal: call.ordinal, reason: 'mismatch', message: `call ${call.ordinal} (${call.tool_name}) was not replayed`, replayed: i };
+    if (again === undefined) return { ok: false, ordinal: call.ordinal, reason: 'mismatch', message: `call ${call.ordinal} (${call.tool_name}) was not replayed`, replayed: i, inconclusive: inconclusiveCalls };
     if (again.result_sha256 === call.result_sha256 && again.status === call.status) continue;
     const changed = Object.entries(call.touched).find(([path, digest]) => again.touched[path] !== digest)
       ?? Object.entries(again.touched).find(([path]) => call.touched[path] === undefined);
-    if (changed !== undefined) {
-      return { ok: false, ordinal: call.ordinal, reason: 'repository_changed', message: `repository changed since the run: ${changed[0]} (call ${call.ordinal}, ${call.tool_name}) no longer has the content the run saw`, replayed: i + 1 };
+    if (changed === undefined && (timeLimited(call) || again.timer_cut === true)) {
+      inconclusiveCalls.push({ ordinal: call.ordinal, message: inconclusiveMessage(call) });
+      continue;
     }
-    return { ok: false, ordinal: call.ordinal, reason: 'mismatch', message: `call ${call.ordinal} (${call.tool_name}): the logged result differs from a replay over an unchanged repository`, replayed: i + 1 };
+    if (changed !== undefined) {
+      return { ok: false, ordinal: call.ordinal, reason: 'repository_changed', message: `repository changed since the run: ${changed[0]} (call ${call.ordinal}, ${call.tool_name}) no longer has the content the run saw`, replayed: i + 1, inconclusive: inconclusiveCalls };
+    }
+    return { ok: false, ordinal: call.ordinal, reason: 'mismatch', message: `call ${call.ordinal} (${call.tool_name}): the logged result differs from a replay over an unchanged repository`, replayed: i + 1, inconclusive: inconclusiveCalls };
   }
-  return { ok: true, replayed: replayed.length };
+  return { ok: true, replayed: replayed.length, inconclusive: inconclusiveCalls };
 }

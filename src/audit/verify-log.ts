@@ -10,8 +10,9 @@
 import { constants } from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CHILD_LIMITS, REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
+import { CANDIDATE_TOOLS, CHILD_LIMITS, REJECTED_CALL_EVENT, RESEARCH_FETCH_TOOL, SCHEMA } from '../contracts/constants.js';
 import {
+  TOOL_CALL_FETCH_KEYS,
   TOOL_CALL_OPTIONAL_KEYS,
   TOOL_CALL_REQUIRED_KEYS,
   TOOL_CALL_SEAL_KEYS,
@@ -51,7 +52,7 @@ export const MAX_LOG_BYTES = 16 * 1024 * 1024;
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const LOG_KEYS = new Set<string>([...TOOL_CALL_REQUIRED_KEYS, ...TOOL_CALL_OPTIONAL_KEYS]);
-const FETCH_PROVENANCE_KEYS = TOOL_CALL_OPTIONAL_KEYS;
+const FETCH_PROVENANCE_KEYS = TOOL_CALL_FETCH_KEYS;
 
 export function toolCallLogFileName(slot: number, attempt: number): string {
   return `candidate-${String(slot)}.attempt-${String(attempt)}.tool-calls.jsonl`;
@@ -199,6 +200,10 @@ function parseRecord(line: string, index: number): ToolCallLogRecord {
   if (raw['http_status'] !== undefined) record.http_status = requireCount(raw, 'http_status', label);
   if (raw['response_bytes'] !== undefined) record.response_bytes = requireCount(raw, 'response_bytes', label);
   if (raw['content_sha256'] !== undefined) record.content_sha256 = requireHex(raw, 'content_sha256', label);
+  if (raw['timer_cut'] !== undefined) {
+    if (raw['timer_cut'] !== true) throw invalidLog(`${label}.timer_cut must be true when present`);
+    record.timer_cut = true;
+  }
   return record;
 }
 
@@ -354,6 +359,10 @@ export function checkToolPolicy(
   const declared = new Set(declaredUrls);
   for (const record of records) {
     checkAllowlisted(record, allowed);
+    // Only a repository tool that ran and answered can have been cut by its own timer.
+    if (record.timer_cut !== undefined && (record.status !== 'ok' || !(CANDIDATE_TOOLS as readonly string[]).includes(record.tool_name))) {
+      throw invalidLog(`record ${String(record.ordinal)} (${record.tool_name}) must not carry timer_cut`, { ordinal: record.ordinal });
+    }
     if (record.tool_name !== RESEARCH_FETCH_TOOL) {
       checkNoProvenanceOnOtherTools(record);
     } else if (record.status === 'ok') {

@@ -198,6 +198,8 @@ function printReport(report: OfflineVerifyReport, io: Io, json: boolean): void {
     return;
   }
   for (const check of report.checks) io.stdout(`ok   ${shown(check)}\n`);
+  // Neither verified nor a forgery: a result that depended on a wall-clock limit.
+  for (const call of report.inconclusive) io.stdout(`??   ${shown(call.member)}: ${shown(call.message)}\n`);
   if (report.ok) {
     const signer = report.signed
       ? `signed by sha256:${report.signer ?? ''}${report.pinned ? ' (pinned)' : ' (not pinned: pass --pubkey)'}`

@@ -35,6 +35,11 @@ export interface ToolCallLogRecord {
   response_bytes?: number;
   /** sha256 of the raw response body bytes. */
   content_sha256?: string;
+  /**
+   * Repository tools only: a wall-clock limit cut the result short, so a replay may answer
+   * differently on a host under another load (docs/security.md, replay_inconclusive).
+   */
+  timer_cut?: true;
 }
 
 /** Required keys of a log record, in the order the child writes them. */
@@ -50,8 +55,8 @@ export const TOOL_CALL_REQUIRED_KEYS = [
   'duration_ms',
 ] as const;
 
-/** Optional (fetch provenance) keys of a log record. */
-export const TOOL_CALL_OPTIONAL_KEYS = [
+/** Fetch provenance keys of a log record (a fetch record only). */
+export const TOOL_CALL_FETCH_KEYS = [
   'url',
   'rejected_url_sha256',
   'final_url',
@@ -59,6 +64,9 @@ export const TOOL_CALL_OPTIONAL_KEYS = [
   'response_bytes',
   'content_sha256',
 ] as const;
+
+/** Optional keys of a log record: fetch provenance, and the timer flag of a repository tool. */
+export const TOOL_CALL_OPTIONAL_KEYS = [...TOOL_CALL_FETCH_KEYS, 'timer_cut'] as const;
 
 export type ToolCallSealStatus = 'complete' | 'failed';
 

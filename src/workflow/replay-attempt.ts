@@ -4,8 +4,9 @@
  * tool calls as the model asks for them. After the attempt's log, seal and broker cross-checks
  * passed, `complete` binds the replayed calls to the log, writes the replay record
  * (`<task>/replay/<attempt>.json`; in the task tarball as `attempts/<attempt>.replay.json`)
- * whether or not the replay agrees, then throws `child_event_invalid` on the first differing
- * result. Nothing of the attempt reaches the evaluator before that.
+ * whether or not the replay agrees, then throws on the first differing result:
+ * `child_event_invalid`, or `replay_inconclusive` when a wall-clock limit cut either side's
+ * result (audit/replay.ts compareReplay). Nothing of the attempt reaches the evaluator before that.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';

@@ -104,6 +104,23 @@ describeWithBwrap('replay verification (bwrap replay sandbox)', () => {
     expect(await replayRecordOffline(record, fixture.repo)).toMatchObject({ ok: false, ordinal: 1, reason: 'mismatch' });
   }, 60_000);
 
+  it('a differing result the child logged as cut by a timer is replay_inconclusive, and offline inconclusive (time-limited)', async () => {
+    const results = await Promise.all(calls.map(async (c) => {
+      const r = await runTool(c.name, fixture.repo, c.args === '' ? {} : JSON.parse(c.args));
+      return r.ok ? r.text : r.error;
+    }));
+    results[1] = 'src/token-bucket.js:1:refill\n[search stopped: the pattern ran longer than 2000 ms on files starting at src/token-bucket.js; it may backtrack catastrophically, simplify it]';
+    const log = calls.map((c, i) => ({ ...logRecord(i, c.name, c.args, results[i]!), ...(i === 1 ? { timer_cut: true as const } : {}) }));
+    const replayed = await replay(log);
+    // The replay's own run of this cheap grep finished within its (relaxed) limits.
+    expect(replayed[1]?.timer_cut).toBeUndefined();
+    expect(() => compareReplay(log, replayed)).toThrow(expect.objectContaining({ code: 'replay_inconclusive', retryable: true }) as unknown as Error);
+    const record = buildReplayRecord(TOOLS, 'bwrap', calls.map((c, i) => ({ ordinal: i, tool_name: c.name, arguments: c.args })), log, replayed);
+    const offline = await replayRecordOffline(record, fixture.repo);
+    expect(offline).toMatchObject({ ok: true, replayed: 3 });
+    expect(offline.inconclusive.map((c) => c.ordinal)).toEqual([1]);
+  }, 60_000);
+
   // The replay sandbox reads each file once for all its calls (sandbox/tools/repo-memo.ts): a lie
   // about a call whose files the replay already read (a repeat of the same grep, another grep
   // over the same files with a line left out) is still caught, by the memo-served replay.

@@ -17,6 +17,7 @@ import {
   type ScriptedModel,
 } from '../../integration/broker/fixtures.js';
 import { agentWorkspace } from './workspace.js';
+import type { ToolLimits } from '../../../sandbox/tools/index.js';
 
 let root: string;
 let cleanup: () => void;
@@ -34,7 +35,7 @@ afterEach(async () => {
   cleanup();
 });
 
-async function run(request: ChildRequest, model: ScriptedModel, withLog = true): Promise<{ outcome: ChildOutcome; log: ToolCallLog | undefined }> {
+async function run(request: ChildRequest, model: ScriptedModel, withLog = true, toolLimits?: Partial<ToolLimits>): Promise<{ outcome: ChildOutcome; log: ToolCallLog | undefined }> {
   broker = await startFakeBroker(join(root, 'b.sock'), model);
   const log = withLog ? openToolCallLog({ dir: out, slot: 1, attempt: 1 }) : undefined;
   const outcome = await runAgentLoop({
@@ -43,6 +44,7 @@ async function run(request: ChildRequest, model: ScriptedModel, withLog = true):
     repoRoot: repo,
     outDir: out,
     ...(log === undefined ? {} : { toolLog: log }),
+    ...(toolLimits === undefined ? {} : { toolLimits }),
   });
   return { outcome, log };
 }
@@ -84,6 +86,15 @@ describe('runAgentLoop', () => {
       ['read', 'ok'],
       ['ls', 'ok'],
     ]);
+  });
+
+  it('logs a grep its regex watchdog cut as timer_cut, and a whole one without it', async () => {
+    writeFileSync(join(repo, 'evil.txt'), `${'a'.repeat(40)}b\n`);
+    const script = [toolTurn(call('grep', { pattern: '^(a+)+$', path: 'evil.txt' })), toolTurn(call('grep', { pattern: 'function greet', path: 'src/greet.ts' })), answerTurn('done')];
+    const { log } = await run(childRequest(), (_req, i) => script[i] ?? answerTurn('unexpected'), true, { regexTimeoutMs: 200 });
+    expect(log?.seal(true).status).toBe('complete');
+    const verified = await verifyToolCallLog({ dir: out, slot: 1, attempt: 1, allowedTools: CANDIDATE_TOOLS, declaredUrls: [] });
+    expect(verified.records.map((r) => r.timer_cut)).toEqual([true, undefined]);
   });
 
   it('reports a tool error as a tool result and keeps going; malformed arguments are a rejected call', async () => {

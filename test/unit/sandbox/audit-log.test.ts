@@ -188,6 +188,17 @@ describe('writer round trip', () => {
     await verify();
   });
 
+  it('logs a repository call cut by a wall-clock limit as timer_cut, and the verifier accepts it', async () => {
+    const log = open();
+    expect(log.begin('a', 'grep').ok).toBe(true);
+    expect(log.finish('a', { arguments: '{}', result: 'cut', status: 'ok', timerCut: true }).ok).toBe(true);
+    expect(log.begin('b', 'grep').ok).toBe(true);
+    expect(log.finish('b', { arguments: '{}', result: 'whole', status: 'ok' }).ok).toBe(true);
+    expect(lines(log).map((l) => l['timer_cut'])).toEqual([true, undefined]);
+    log.seal(true);
+    expect((await verify()).records.map((r) => r.timer_cut)).toEqual([true, undefined]);
+  });
+
   it('seal twice is refused', () => {
     const log = open();
     log.seal(true);

@@ -9,7 +9,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { replayCalls } from '../../../sandbox/replay-core.js';
+import { REPLAY_TIMER_FACTOR, replayCalls, replayToolLimits } from '../../../sandbox/replay-core.js';
+import { DEFAULT_TOOL_LIMITS } from '../../../sandbox/tools/index.js';
 
 const sha = (b: string | Buffer): string => createHash('sha256').update(b).digest('hex');
 let dir = '';
@@ -40,4 +41,15 @@ it('digests a tree of many files to the documented sorted-lines digest, the same
   const [second] = await replayCalls(dir, [call], tools);
   expect(first?.touched).toEqual({ '.': expected });
   expect(second?.touched).toEqual(first?.touched);
+});
+
+it('marks a replayed call its own wall-clock limit cut, and relaxes the candidate\'s timers for the replay', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fusion-replay-core-'));
+  writeFileSync(join(dir, 'evil.txt'), `${'a'.repeat(40)}b\n`);
+  const call = { ordinal: 0, tool_name: 'grep', arguments: JSON.stringify({ pattern: '^(a+)+$', path: 'evil.txt' }) };
+  const [cut] = await replayCalls(dir, [call], ['grep'], { regexTimeoutMs: 1 });
+  expect(cut?.timer_cut).toBe(true);
+  const [plain] = await replayCalls(dir, [{ ordinal: 1, tool_name: 'ls', arguments: '{}' }], ['ls']);
+  expect(plain !== undefined && 'timer_cut' in plain).toBe(false);
+  expect(replayToolLimits({ regexTimeoutMs: 100 })).toMatchObject({ regexTimeoutMs: 100 * REPLAY_TIMER_FACTOR, timeBudgetMs: DEFAULT_TOOL_LIMITS.timeBudgetMs * REPLAY_TIMER_FACTOR });
 });

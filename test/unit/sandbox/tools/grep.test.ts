@@ -154,6 +154,14 @@ describe('grep', () => {
     expect(text).toContain('[search stopped: the pattern ran longer than 200 ms on files starting at evil.txt');
   });
 
+  it('flags a result cut by the regex watchdog as timer-cut, and an uncut one not', async () => {
+    const cut = await grepTool(tmp, { pattern: '^(a+)+$', path: 'evil.txt' }, { regexTimeoutMs: 1 });
+    expect(cut).toMatchObject({ ok: true, timerCut: true });
+    const whole = await grepTool(tmp, { pattern: 'needle', path: 'wide.txt' });
+    expect(whole.ok).toBe(true);
+    expect('timerCut' in whole).toBe(false);
+  });
+
   it('rejects bad arguments', async () => {
     expect(errorText(await grepTool(tmp, { pattern: '(' }))).toMatch(/^grep\.pattern is not a valid regular expression: /);
     expect(errorText(await grepTool(tmp, { pattern: '' }))).toBe('grep.pattern must not be empty');
