@@ -160,8 +160,10 @@ export class TaskService {
     //    written when the task starts: they are conveniences, not the record.
     const taskId = `${req.workflow}-${randomBytes(16).toString('hex')}`;
     // A task that must wait for a run slot is created queued, in the same commit (cluster mode:
-    // the shared queue decides, and the task stays initializing until a daemon takes it).
-    const queued = this.clusterBridge === undefined && this.admission.mustWait(this.deps.dispatcher.running, this.deps.dispatcher.queued);
+    // the shared queue decides, and the task stays initializing until a daemon takes it). Ahead of
+    // it: the running tasks and every other admitted one not started yet, those still in their
+    // own commit included (the admission reserved this one's place too).
+    const queued = this.clusterBridge === undefined && this.admission.mustWait(this.deps.dispatcher.running, this.admission.waitingCount - 1);
     let task: TaskRecord;
     try {
       task = await this.deps.store.createTask({
