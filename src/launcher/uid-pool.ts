@@ -101,6 +101,10 @@ export function liveProcessIds(procDir = '/proc'): Set<number> {
     } catch {
       continue; // exited meanwhile
     }
+    // A zombie holds its ids in name only: it cannot run, open a file or be signalled, and the
+    // reaper skips it too; counting it would keep a dead daemon's claim standing until the host's
+    // init (which on some hosts reaps only every few seconds, on others never) collects it.
+    if (/^State:\s+Z/m.test(status)) continue;
     for (const match of status.matchAll(/^(?:Uid|Gid):\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)/gm)) {
       for (let i = 1; i <= 4; i++) ids.add(Number(match[i]));
     }
@@ -205,7 +209,6 @@ function readText(path: string): string | null {
   }
 }
 
-/** Whether `uid` is claimed right now by a live holder that has not released it. */
 /**
  * Whether the process that made `uid`'s claim still lives, whether or not it released the claim:
  * a live daemon's sandboxes, even those it is still tearing down after the release, are its own to
@@ -222,6 +225,7 @@ export function claimHolderAlive(claimDir: string, uid: number): boolean {
   }
 }
 
+/** Whether `uid` is claimed right now by a live holder that has not released it. */
 export function claimHeld(claimDir: string, uid: number): boolean {
   const text = readText(join(claimDir, String(uid)));
   if (text === null) return false;

@@ -7,7 +7,7 @@ import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createUidPool, parseUidRange, uidRangeConflicts, validateUidRange } from '../../../src/launcher/uid-pool.js';
+import { createUidPool, liveProcessIds, parseUidRange, uidRangeConflicts, validateUidRange } from '../../../src/launcher/uid-pool.js';
 
 const IS_ROOT = process.getuid?.() === 0;
 const dirs: string[] = [];
@@ -113,5 +113,18 @@ describe('createUidPool', () => {
     await expect(other.lease({ label: 'o', paths: [] })).rejects.toThrow(/no free sandbox uid/);
     held[5]!.release();
     expect((await other.lease({ label: 'o', paths: [] })).uid).toBe(held[5]!.uid);
+  });
+
+  it('counts the ids of running and sleeping processes, never a zombie\'s (it holds them in name only)', () => {
+    const proc = scratch();
+    const status = (state: string, id: number): string => `Name:\tx\nState:\t${state}\nUid:\t${id}\t${id}\t${id}\t${id}\nGid:\t${id}\t${id}\t${id}\t${id}\n`;
+    for (const [pid, state, id] of [[10, 'S (sleeping)', RANGE.start], [11, 'R (running)', RANGE.start + 1], [12, 'Z (zombie)', RANGE.start + 2]] as const) {
+      mkdirSync(join(proc, String(pid)));
+      writeFileSync(join(proc, String(pid), 'status'), status(state, id));
+    }
+    const ids = liveProcessIds(proc);
+    expect(ids.has(RANGE.start)).toBe(true);
+    expect(ids.has(RANGE.start + 1)).toBe(true);
+    expect(ids.has(RANGE.start + 2)).toBe(false);
   });
 });
