@@ -156,11 +156,12 @@ export class SqliteDb implements SqlDb {
   /**
    * Group commit: like `transaction`, but every `groupTransaction` call that arrives while an
    * earlier commit is in flight (queued behind it) shares one BEGIN IMMEDIATE … COMMIT, hence one
-   * fsync. Each `fn` runs in its own SAVEPOINT, so a throw rolls back only that caller's rows and
+   * fsync. A throw rolls back only that caller's rows (runGroup) and
    * rejects only that caller; the others resolve once the shared COMMIT is durable. If the
    * COMMIT fails (or sqlite abandoned the transaction, e.g. on SQLITE_FULL), every caller of the
    * group is rejected: none of their rows were committed. `fn` must be short and must use only
-   * the executor it is given (it runs between other callers' statements in the same transaction).
+   * the executor it is given (it runs between other callers' statements in the same transaction),
+   * and may run twice: when a member throws, the group runs again member by member (runGroup).
    */
   groupTransaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -183,20 +184,49 @@ export class SqliteDb implements SqlDb {
     });
   }
 
+  /**
+   * Runs the group in one transaction. First every member without a savepoint (two statements
+   * fewer per member, the common case: members rarely fail); when one throws, the whole
+   * transaction is rolled back and the group runs again with a savepoint per member, so only the
+   * failing members are rejected. A member's `fn` may therefore run twice; it touches nothing but
+   * its executor.
+   */
   private async runGroup(group: readonly GroupMember[]): Promise<void> {
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
+    const fast = await this.runMembers(group, false);
+    const outcomes = fast ?? (await this.runMembers(group, true));
+    if (outcomes === null) throw new FusionError('store_error', 'group commit: a member failed in the careful run');
+    // Durable now: each member learns its own outcome.
+    group.forEach((m, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) m.resolve(o.value);
+      else m.reject(o.err);
+    });
+  }
+
+  /**
+   * One run of the group's members inside BEGIN IMMEDIATE … COMMIT. `careful`: each member in
+   * its own SAVEPOINT, a throw rolls back only its rows. Not careful: the first throw rolls the
+   * whole transaction back and the answer is null (run it again carefully).
+   */
+  private async runMembers(group: readonly GroupMember[], careful: boolean): Promise<MemberOutcome[] | null> {
+    const outcomes: MemberOutcome[] = [];
     await this.raw.exec('BEGIN IMMEDIATE');
     try {
       for (const m of group) {
         const { tx, end } = this.scopedExecutor();
-        await this.raw.exec('SAVEPOINT group_member');
+        if (careful) await this.raw.exec('SAVEPOINT group_member');
         try {
           const value = await m.fn(tx);
           end();
-          await this.raw.exec('RELEASE group_member');
+          if (careful) await this.raw.exec('RELEASE group_member');
           outcomes.push({ ok: true, value });
         } catch (err) {
           end();
+          if (!careful) {
+            // sqlite may have rolled back by itself (e.g. on SQLITE_FULL); the careful run shows why.
+            await this.raw.exec('ROLLBACK').catch(() => undefined);
+            return null;
+          }
           // A failing ROLLBACK TO means sqlite abandoned the whole transaction: the group fails.
           await this.raw.exec('ROLLBACK TO group_member');
           await this.raw.exec('RELEASE group_member');
@@ -210,12 +240,7 @@ export class SqliteDb implements SqlDb {
       });
       throw err;
     }
-    // Durable now: each member learns its own outcome.
-    group.forEach((m, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) m.resolve(o.value);
-      else m.reject(o.err);
-    });
+    return outcomes;
   }
 
   /**
@@ -311,6 +336,8 @@ export class SqliteDb implements SqlDb {
     });
   }
 }
+
+type MemberOutcome = { ok: true; value: unknown } | { ok: false; err: unknown };
 
 /** One caller of a group commit. */
 interface GroupMember {

@@ -189,8 +189,11 @@ export class SqlStoreImpl implements SqliteStore {
           [task.id, task.workflow, state, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
             canonicalJson(task.options), at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
         );
-        await insertEvent(tx, task.id, 'transition', { from: null, to: 'initializing' }, at);
-        if (task.queued === true) await insertEvent(tx, task.id, 'transition', { from: 'initializing', to: 'queued' }, at);
+        // Both transition events of a queued task in one statement (one round trip fewer per receipt).
+        const events: Array<Record<string, unknown>> = [{ from: null, to: 'initializing' }];
+        if (task.queued === true) events.push({ from: 'initializing', to: 'queued' });
+        await tx.run(`INSERT INTO task_events (task_id, at, kind, data) VALUES ${events.map(() => '(?, ?, ?, ?)').join(', ')}`,
+          events.flatMap((data) => [task.id, at, 'transition', serialise(data)]));
         // One commit for the receipt: a checkpoint known at submission does not cost a second one.
         for (const ck of task.checkpoints ?? []) await upsertCheckpoint(tx, task.id, ck.key, ck.value);
         // Built from what was just inserted: no read-back on the receipt's critical path.

@@ -19,6 +19,11 @@ export class TaskEventBus {
     this.emitter.emit(`task:${event.taskId}`, event);
   }
 
+  /** Whether anyone listens to `taskId`'s events (its own listeners, or all tasks'). */
+  listening(taskId: string): boolean {
+    return this.emitter.listenerCount('event') > 0 || this.emitter.listenerCount(`task:${taskId}`) > 0;
+  }
+
   /** Subscribes to one task's events (or all with `*`); returns the unsubscribe function. */
   subscribe(taskId: string | '*', listener: (event: TaskEvent) => void): () => void {
     const name = taskId === '*' ? 'event' : `task:${taskId}`;

@@ -36,6 +36,30 @@ describe('TaskService.submit', () => {
     expect(kinds.at(-1)).toBe('terminal');
   });
 
+  it('reads no events back for a new task nobody listens to yet; a listener of all tasks still hears of it at once', async () => {
+    // Both run slots held, so the next tasks wait queued and commit nothing after their receipt.
+    const { service, store, bus } = makeService(dirs, blockingRunner(), { admission: { concurrency: 2, maxQueued: 100, maxQueuedPerCaller: 100 } });
+    for (let i = 0; i < 2; i++) await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(() => service.runningTaskIds().size === 2);
+    const reads: string[] = [];
+    const listEvents = store.listEvents.bind(store);
+    store.listEvents = async (taskId, afterSeq) => {
+      reads.push(taskId);
+      return listEvents(taskId, afterSeq);
+    };
+    const quiet = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    expect(quiet.state).toBe('queued');
+    await new Promise((r) => setImmediate(r));
+    expect(reads).not.toContain(quiet.taskId);
+    const heard: string[] = [];
+    const unsubscribe = bus.subscribe('*', (e) => heard.push(`${e.taskId} ${String(e.data.to)}`));
+    const watched = await service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+    await until(() => heard.length === 2);
+    expect(heard).toEqual([`${watched.taskId} initializing`, `${watched.taskId} queued`]);
+    unsubscribe();
+    await service.shutdown();
+  });
+
   it('rejects bad input, a relative repo and a repo overlapping the data directory without creating anything', async () => {
     const { service, store } = makeService(dirs, completingRunner(dirs));
     await expect(service.submit({ workflow: 'investigate', arguments: { objective: '' }, repo: dirs.repo })).rejects.toMatchObject({ code: 'invalid_input' });
