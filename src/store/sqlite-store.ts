@@ -10,14 +10,14 @@ import { gunzip, gzip } from 'node:zlib';
 import { FusionError } from '../errors.js';
 import { untrusted, type Logger } from '../log.js';
 import { assertTransition, isTerminal, statusOf, TERMINAL_STATES, type TaskState } from '../contracts/task-state.js';
-import { canonicalJson } from '../contracts/canonical.js';
 import type {
   AttemptOutcome, AttemptRecord, ListTasksQuery, NewTask, RepoBundleRecord, ResultRecord, Store, TaskError, TaskEvent, TaskEventKind, TaskRecord,
   TaskTarballRecord, TransitionPatch,
 } from './port.js';
 import { migrate, readClusterId } from './migrations.js';
-import { SqliteDb, type SqlExecutor, type SqlParam } from './sqlite-db.js';
+import { SqliteDb, sqliteCodeOf, type SqlExecutor, type SqlParam } from './sqlite-db.js';
 import { constraintOf, type SqlDb } from './sql-port.js';
+import { TaskCreateBatcher } from './task-create-batch.js';
 import {
   TASK_COLUMNS, toAttemptRecord, toResultRecord, toTaskEvent, toTaskRecord,
   type AttemptRow, type EventRow, type ResultRow, type TaskRow,
@@ -61,7 +61,7 @@ export async function openConfiguredDb(file: string, log: Logger): Promise<Sqlit
   const db = await SqliteDb.open(file, log);
   try {
     await db.exec(BUSY_TIMEOUT);
-    const mode = await db.get<{ journal_mode: string }>('PRAGMA journal_mode = WAL');
+    const mode = await switchToWal(db);
     if (mode?.journal_mode.toLowerCase() !== 'wal') {
       throw new FusionError('store_error', `store could not enable WAL journaling (got ${mode?.journal_mode ?? 'nothing'})`, {
         retryable: false, details: { file },
@@ -72,6 +72,27 @@ export async function openConfiguredDb(file: string, log: Logger): Promise<Sqlit
   } catch (err) {
     await db.close().catch(() => undefined);
     throw err;
+  }
+}
+
+/** How long opens that meet each other switching a new file to WAL keep trying (the busy timeout). */
+const WAL_SWITCH_MS = 5_000;
+
+/**
+ * `PRAGMA journal_mode = WAL`, tried again while it answers SQLITE_BUSY. Connections opening a
+ * new file together each hold a shared lock and want the exclusive one to switch: SQLite answers
+ * one of them BUSY at once, without its busy handler (waiting could only deadlock), so the busy
+ * timeout does not cover this case. A short random pause lets the other one finish.
+ */
+async function switchToWal(db: SqliteDb): Promise<{ journal_mode: string } | undefined> {
+  const deadline = Date.now() + WAL_SWITCH_MS;
+  for (;;) {
+    try {
+      return await db.get<{ journal_mode: string }>('PRAGMA journal_mode = WAL');
+    } catch (err) {
+      if (sqliteCodeOf(err) !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 10 + Math.floor(Math.random() * 40)));
+    }
   }
 }
 
@@ -128,7 +149,11 @@ function terminalSummary(task: TaskRecord, error: TaskError | null): string {
 
 /** The store over either engine; `file` is the SQLite path or the redacted PostgreSQL URL. */
 export class SqlStoreImpl implements SqliteStore {
-  constructor(readonly db: SqlDb, private readonly log: Logger, readonly file: string) {}
+  private readonly creates: TaskCreateBatcher;
+
+  constructor(readonly db: SqlDb, private readonly log: Logger, readonly file: string) {
+    this.creates = new TaskCreateBatcher(db, now);
+  }
 
   async init(): Promise<void> {
     const outcome = await migrate(this.db, this.log);
@@ -171,36 +196,10 @@ export class SqlStoreImpl implements SqliteStore {
   }
 
   async createTask(task: NewTask): Promise<TaskRecord> {
-    const at = now();
     try {
-      // Group commit: submits arriving during a commit share the next one (sqlite-db.ts); the
-      // receipt still waits for its own row to be durable.
-      const state: TaskState = task.queued === true ? 'queued' : 'initializing';
-      const record = await this.db.groupTransaction(async (tx) => {
-        // The bundle is stored once per digest: a second task over the same tree names the same row.
-        if (task.bundle !== undefined) {
-          await tx.run('INSERT INTO repo_bundles (digest, data, bytes, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING',
-            [task.bundle.digest, task.bundle.data, task.bundle.data.length, at]);
-        }
-        const bundleDigest = task.bundle?.digest ?? null;
-        await tx.run(
-          `INSERT INTO tasks (id, workflow, state, repo_dir, canonical_input, canonical_input_sha256, budget_plan, options,
-             created_at, updated_at, caller_uid, bundle_digest, caller_gid, caller_groups) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          [task.id, task.workflow, state, task.repoDir, task.canonicalInput, task.canonicalInputSha256, task.budgetPlan,
-            canonicalJson(task.options), at, at, task.callerUid, bundleDigest, task.callerGid ?? null, task.callerGroups == null ? null : JSON.stringify(task.callerGroups)],
-        );
-        // Both transition events of a queued task in one statement (one round trip fewer per receipt).
-        const events: Array<Record<string, unknown>> = [{ from: null, to: 'initializing' }];
-        if (task.queued === true) events.push({ from: 'initializing', to: 'queued' });
-        await tx.run(`INSERT INTO task_events (task_id, at, kind, data) VALUES ${events.map(() => '(?, ?, ?, ?)').join(', ')}`,
-          events.flatMap((data) => [task.id, at, 'transition', serialise(data)]));
-        // One commit for the receipt: a checkpoint known at submission does not cost a second one.
-        for (const ck of task.checkpoints ?? []) await upsertCheckpoint(tx, task.id, ck.key, ck.value);
-        // Built from what was just inserted: no read-back on the receipt's critical path.
-        const { bundle: _bundle, checkpoints: _checkpoints, queued: _queued, ...fields } = task;
-        const created: TaskRecord = { ...fields, callerGid: task.callerGid ?? null, callerGroups: task.callerGroups ?? null, bundleDigest, state, createdAt: at, updatedAt: at, error: null, usage: null, usageDelivered: false, resumeCount: 0 };
-        return created;
-      });
+      // Batched and group-committed (task-create-batch.ts); the receipt still waits for its own
+      // row to be durable.
+      const record = await this.creates.create(task);
       this.log.debug({ taskId: task.id, from: null, to: record.state }, 'store transition committed');
       return record;
     } catch (err) {

@@ -117,6 +117,23 @@ describe.each(adapters)('$engine store', (adapter) => {
       expect(await store.listEvents(task.id)).toHaveLength(1);
     });
 
+    it('creates concurrent tasks together; a duplicate among them is refused alone, the others are stored whole', async () => {
+      // Concurrent creates share a batch and its multi-row statements (task-create-batch.ts).
+      const first = newTask();
+      await store.createTask(first);
+      const fresh = Array.from({ length: 12 }, (_, i) => newTask(i % 3 === 0 ? { queued: true } : {}));
+      const results = await Promise.allSettled([...fresh.slice(0, 6).map((t) => store.createTask(t)), store.createTask(first), ...fresh.slice(6).map((t) => store.createTask(t))]);
+      expect(results.map((r) => r.status)).toEqual([...Array(6).fill('fulfilled'), 'rejected', ...Array(6).fill('fulfilled')]);
+      expect(((results[6] as PromiseRejectedResult).reason as { code: string }).code).toBe('conflict');
+      for (const [i, t] of fresh.entries()) {
+        const stored = await store.getTask(t.id);
+        expect(stored?.state).toBe(i % 3 === 0 ? 'queued' : 'initializing');
+        const events = (await store.listEvents(t.id)).map((e) => e.data.to);
+        expect(events).toEqual(i % 3 === 0 ? ['initializing', 'queued'] : ['initializing']);
+      }
+      expect(await store.listEvents(first.id)).toHaveLength(1);
+    });
+
     it('lists only non-terminal tasks for recovery', async () => {
       const live = await store.createTask(newTask());
       const dead = await store.createTask(newTask());
