@@ -14,7 +14,9 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import type { ModelProvider } from '../../../src/models/port.js';
-import { builtin, builtinRoster, describeWithBwrap, ourSandboxProcesses, startE2EDaemon, wrapProvider, type E2EDaemon } from './helpers.js';
+import { verifyTaskTarball } from '../../../src/audit/offline-verify.js';
+import { readMembers } from '../../../src/audit/tar-members.js';
+import { builtin, builtinRoster, describeWithBwrap, ourSandboxProcesses, startE2EDaemon, waitFor, wrapProvider, type E2EDaemon } from './helpers.js';
 
 const SLOW_FILE = 'slow.txt';
 const SLOW_GREP = JSON.stringify({ pattern: '^(a+)+$', path: SLOW_FILE });
@@ -105,6 +107,15 @@ describeWithBwrap('fusion workflow e2e: an inconclusive replay is retried once',
     expect(metadata.attempts.filter((a) => a.stage === 'candidate-1').map((a) => a.attempt)).toEqual([2]);
     expect(d.logs.lines().some((l) => l.msg === 'candidate attempt failed; retrying the candidate once' && l.slot === 1 && l.reason === 'replay_inconclusive')).toBe(true);
     expect(await counter('fusion_replay_inconclusive_total')).toBe(before + 1);
+    // The sealed task tarball holds both attempts and their replay records, and verifies offline.
+    const sealed = await waitFor('the sealed task tarball', async () => (await d!.daemon.store.getTaskTarball(taskId)) ?? undefined);
+    const names = readMembers(sealed.data).map((m) => m.name);
+    for (const member of ['attempts/candidate-1.attempt-1.replay.json', 'attempts/candidate-1.attempt-2.replay.json', 'attempts/candidate-1.attempt-1/candidate-1.attempt-1.tool-calls.jsonl']) {
+      expect(names).toContain(member);
+    }
+    const report = await verifyTaskTarball(sealed.data);
+    expect(report.failure).toBeUndefined();
+    expect(report.ok).toBe(true);
     expect(ourSandboxProcesses()).toEqual([]);
   });
 
