@@ -1,7 +1,7 @@
 // Flat config: typescript-eslint's recommended rules over every TypeScript source, and every rule
 // of docs/architecture.md#dependency-rules (no import cycles, no import against the layer order,
 // leaves that stay leaves, ports not adapters in the workflow and task layers, each driver only in
-// its adapter, no daemon code or npm package in the sandbox child, environment and signals only at
+// its adapter, the metrics registry only in src/instrument.ts and the /metrics route, no daemon code or npm package in the sandbox child, environment and signals only at
 // the edges), and comments that stand alone (docs/architecture.md#comments).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
@@ -59,6 +59,18 @@ export const PACKAGE_OWNERS = [
   { packages: ['bullmq'], owners: ['src/research/queue-dispatch.ts', 'src/tasks/queue-dispatch.ts', 'src/queue/**'], why: 'bullmq is imported only by the two queue adapters and src/queue/' },
 ];
 
+/**
+ * Rule 3 (docs/architecture.md#rule-3) for the project's own modules: a module only its owners
+ * may import. Checked on the resolved file (however the import is written, a type import too).
+ */
+export const MODULE_OWNERS = [
+  {
+    module: 'src/metrics/registry.ts',
+    owners: ['src/instrument.ts', 'src/api/metrics.ts'],
+    why: 'The metrics registry is imported only by src/instrument.ts (the wrappers and observers the composition root passes down) and the /metrics route (src/api/metrics.ts): report through an observer that instrument.ts implements',
+  },
+];
+
 /** A string that reads as SQL (rule 3: SQL lives only in src/store/). */
 const SQL_TEXT = '/\\b(SELECT\\s[^;]*\\bFROM|INSERT\\s+INTO|UPDATE\\s+\\w+\\s+SET|DELETE\\s+FROM|(CREATE|ALTER|DROP)\\s+(TABLE|INDEX|UNIQUE\\s+INDEX)|PRAGMA\\s+\\w+)\\b/';
 
@@ -95,6 +107,17 @@ const portZones = [{
   from: CONCRETE_ADAPTERS.map(asPath),
   message: 'The workflow and task layers see adapters through their ports; src/main.ts builds the adapter and passes it in (docs/architecture.md#rule-2).',
 }];
+
+/** Every path zone for the files matched by `glob`: the module rules of the modules it does not own. */
+function pathZones(glob) {
+  const moduleZones = MODULE_OWNERS.filter((owner) => !owner.owners.includes(glob)).map((owner) => ({
+    target: './src',
+    from: asPath(owner.module),
+    message: `${owner.why} (docs/architecture.md#rule-3).`,
+  }));
+  return [...layerZones, ...sandboxZones, ...portZones, ...moduleZones];
+}
+const pathRule = (glob) => ['error', { basePath: import.meta.dirname, zones: pathZones(glob) }];
 
 /** The options of @typescript-eslint/no-restricted-imports for the files matched by `glob`. */
 function packageRule(glob) {
@@ -166,9 +189,11 @@ export default tseslint.config(
     rules: {
       // Value imports only: `import type` is erased at build time and cannot form a runtime cycle.
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
-      'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: [...layerZones, ...sandboxZones, ...portZones] }],
+      'import-x/no-restricted-paths': pathRule(null),
     },
   },
+  // The owners of a module rule get the same zones without that module's.
+  ...MODULE_OWNERS.flatMap((owner) => owner.owners).map((glob) => ({ files: [glob], rules: { 'import-x/no-restricted-paths': pathRule(glob) } })),
   ...packageConfigs,
   {
     // Rule 3: no SQL text outside the store (the drivers themselves are held by packageConfigs).

@@ -207,3 +207,24 @@ export async function replayCalls(root: string, calls: readonly ReplayCall[], al
   }
   return out;
 }
+
+/**
+ * Answers a call identical to one replayed before (same tool, same arguments text) with that
+ * replay: /repo cannot change, so running it again can only give the same result. Except a result
+ * a wall-clock limit cut: it depended on the host's load at that moment, so the next identical
+ * call (a retried attempt's, after that attempt was inconclusive) is replayed afresh.
+ */
+export function onceForSameCalls(replay: (call: ReplayCall) => Promise<ReplayedCall | null>): (call: ReplayCall) => Promise<ReplayedCall | null> {
+  const seen = new Map<string, Promise<ReplayedCall | null>>();
+  return async (call) => {
+    const key = `${call.tool_name}\u0000${call.arguments}`;
+    let done = seen.get(key);
+    if (done === undefined) {
+      done = replay(call);
+      seen.set(key, done);
+    }
+    const result = await done;
+    if (result?.timer_cut === true && seen.get(key) === done) seen.delete(key);
+    return result === null ? null : { ...result, ordinal: call.ordinal };
+  };
+}

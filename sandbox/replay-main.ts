@@ -6,14 +6,15 @@
  *      supervisor streams over /run/fusion/broker.sock while the candidates are still running
  *      (src/audit/replay-feed.ts: `GET /events?after=N`, each attempt a named stream)
  *      (directories and files read once for all calls: /repo cannot change, sandbox/tools/repo-memo.ts;
- *      a call identical to one replayed before, in any stream, is answered by that replay)
+ *      a call identical to one replayed before, in any stream, is answered by that replay, unless
+ *      a wall-clock limit cut it: replay-core.ts onceForSameCalls)
  *   3. listed calls: write /out/replay.json: { schema_version, calls: [ReplayedCall…] } (O_EXCL, fsynced);
  *      fed calls: when a stream ends, `POST /results?stream=S` with the same body
  * Exit 0 when every answer is delivered, 1 otherwise (the reason on stderr). Node builtins only.
  */
 import { closeSync, constants, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { request } from 'node:http';
-import { REPLAY_SCHEMA, createReplayer, replayToolLimits, type ReplayCall, type ReplayedCall } from './replay-core.js';
+import { REPLAY_SCHEMA, createReplayer, onceForSameCalls, replayToolLimits, type ReplayCall, type ReplayedCall } from './replay-core.js';
 import { memoizeRepositoryReads } from './tools/repo-memo.js';
 
 const PATHS = { repo: '/repo', out: '/out/replay.json', request: '/run/fusion/request.json', feed: '/run/fusion/broker.sock' } as const;
@@ -115,24 +116,6 @@ async function replayFeed(replay: (call: ReplayCall) => Promise<ReplayedCall | n
     }
     if (batch.done && batch.events.length === 0) return;
   }
-}
-
-/**
- * Answers a call identical to one replayed before (same tool, same arguments text) with that
- * replay: /repo cannot change, so running it again can only give the same result.
- */
-function onceForSameCalls(replay: (call: ReplayCall) => Promise<ReplayedCall | null>): (call: ReplayCall) => Promise<ReplayedCall | null> {
-  const seen = new Map<string, Promise<ReplayedCall | null>>();
-  return async (call) => {
-    const key = `${call.tool_name}\u0000${call.arguments}`;
-    let done = seen.get(key);
-    if (done === undefined) {
-      done = replay(call);
-      seen.set(key, done);
-    }
-    const result = await done;
-    return result === null ? null : { ...result, ordinal: call.ordinal };
-  };
 }
 
 async function main(): Promise<void> {

@@ -8,7 +8,7 @@ import type { Launcher } from './launcher/port.js';
 import type { StageWorkers } from './workflow/stage-workers.js';
 import type { Fetcher } from './workflow/stage-context.js';
 import type { ReplayMetrics } from './audit/replay.js';
-import { egressDecisions, replayCallsTotal, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration, tarballBytes, tarballsSealed, maintenanceRuns } from './metrics/registry.js';
+import { egressDecisions, replayCallsTotal, replayInconclusive, replayMismatches, sandboxFailures, sandboxLaunches, stageDuration, tarballBytes, tarballsSealed, maintenanceRuns } from './metrics/registry.js';
 
 /** `candidate-1.attempt-2` → `candidate`; `candidate-1.attempt-2.replay` → `replay`. */
 function stageOf(label: string): string {
@@ -62,7 +62,7 @@ export function instrumentFetcher(fetcher: Fetcher): Fetcher {
   };
 }
 
-/** The replay verifier's launches, failures, replayed calls and mismatches. */
+/** The replay verifier's launches, failures, replayed calls, mismatches and inconclusive comparisons. */
 export const replayMetrics: ReplayMetrics = {
   launched: (backend) => sandboxLaunches.inc({ backend }),
   failed: (backend, reason) => sandboxFailures.inc({ backend, reason }),
@@ -71,6 +71,7 @@ export const replayMetrics: ReplayMetrics = {
     stageDuration.observe({ stage: 'replay', outcome: 'ok' }, seconds);
   },
   mismatched: () => replayMismatches.inc(),
+  inconclusive: () => replayInconclusive.inc(),
 };
 
 /** One sealed task tarball: its bytes, and whether it was signed. */

@@ -39,9 +39,11 @@ export interface ReplayMetrics {
   replayed(calls: number, seconds: number): void;
   /** A replayed or re-judged call differed from what the child logged. */
   mismatched(): void;
+  /** A replayed call differed where a wall-clock limit cut either side: the attempt fails `replay_inconclusive`. */
+  inconclusive(): void;
 }
 
-export const NO_REPLAY_METRICS: ReplayMetrics = { launched: () => undefined, failed: () => undefined, replayed: () => undefined, mismatched: () => undefined };
+export const NO_REPLAY_METRICS: ReplayMetrics = { launched: () => undefined, failed: () => undefined, replayed: () => undefined, mismatched: () => undefined, inconclusive: () => undefined };
 
 export const REPLAY_RECORD_SCHEMA = 'fusion.replay-record.v1';
 /** In a task tarball the replay record of an attempt is `attempts/<attempt>.replay.json`. */
@@ -139,13 +141,16 @@ function inconclusive(call: ReplayedCall, logged: ToolCallLogRecord): FusionErro
  * Compares replayed digests with the log; throws on the first difference: `child_event_invalid`,
  * or `replay_inconclusive` when either side's result was cut by a wall-clock limit.
  */
-export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[], metrics: Pick<ReplayMetrics, 'mismatched'> = NO_REPLAY_METRICS): void {
+export function compareReplay(logRecords: readonly ToolCallLogRecord[], replayed: readonly ReplayedCall[], metrics: Pick<ReplayMetrics, 'mismatched' | 'inconclusive'> = NO_REPLAY_METRICS): void {
   const byOrdinal = new Map(logRecords.map((r) => [r.ordinal, r]));
   for (const call of replayed) {
     const logged = byOrdinal.get(call.ordinal);
     if (logged === undefined) throw replayError(`replayed call ${call.ordinal} is not in the log`);
     if (logged.result_sha256 !== call.result_sha256 || logged.status !== call.status || logged.result_bytes !== call.result_bytes) {
-      if (call.timer_cut === true || logged.timer_cut === true) throw inconclusive(call, logged);
+      if (call.timer_cut === true || logged.timer_cut === true) {
+        metrics.inconclusive();
+        throw inconclusive(call, logged);
+      }
       metrics.mismatched();
       throw replayError(
         `call ${call.ordinal} (${call.tool_name}): the logged result (sha256 ${logged.result_sha256.slice(0, 12)}…, ${logged.status}) differs from a replay over the read-only repository (sha256 ${call.result_sha256.slice(0, 12)}…, ${call.status})`,

@@ -35,7 +35,7 @@ export const ERROR_CODES = {
   prompt_budget_exceeded_forecast: { httpStatus: 422, retryable: false, meaning: 'Preflight forecast exceeds the prompt budget; no child was started.' },
   prompt_budget_exceeded_measured: { httpStatus: 422, retryable: false, meaning: 'The exact prompt of a stage exceeds the budget; checked before launch.' },
   child_event_invalid: { httpStatus: 500, retryable: false, meaning: 'A child\'s sealed tool-call log or seal failed verification.' },
-  replay_inconclusive: { httpStatus: 500, retryable: true, meaning: 'A replayed tool call\'s result depended on a time limit (a slow regex or search on a loaded host), so the replay could neither confirm nor refute it; the attempt\'s answer is not used. Retry.' },
+  replay_inconclusive: { httpStatus: 500, retryable: true, meaning: 'A replayed tool call\'s result depended on a time limit (a slow regex or search on a loaded host), so the replay could neither confirm nor refute it; the attempt\'s answer is not used and the candidate is retried once. A task fails with it when the retry was inconclusive too. Retry the task.' },
   child_output_cap: { httpStatus: 500, retryable: false, meaning: 'A stage\'s output exceeded its byte cap (its answer, or /out over its file or byte cap at any depth); the output is preserved, never truncated.' },
   child_failed: { httpStatus: 500, retryable: false, meaning: 'A child exited abnormally, crashed or produced no answer.' },
   child_timeout: { httpStatus: 500, retryable: false, meaning: 'A child hit its wall or idle timeout and was killed.' },

@@ -57,6 +57,12 @@ export const replayMismatches = new Counter({
   registers: [registry],
 });
 
+export const replayInconclusive = new Counter({
+  name: 'fusion_replay_inconclusive_total',
+  help: 'Candidate attempts whose replay was inconclusive: a replayed call differed where a wall-clock limit cut either side (each is retried once).',
+  registers: [registry],
+});
+
 export const tarballBytes = new Counter({
   name: 'fusion_task_tarball_bytes_total',
   help: 'Bytes of sealed task tarballs written to the database.',

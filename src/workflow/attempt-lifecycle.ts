@@ -16,7 +16,8 @@
  * - a success joins the result's attempt list only once that commit happened.
  *
  * Attempts a stopped run left `running` are closed as interrupted when the task resumes
- * (fusion-workflow.ts); retrying a failed attempt is the candidate stage's rule alone.
+ * (fusion-workflow.ts); retrying a failed attempt is the candidate stage's rule alone
+ * (candidate-retry.ts), and a retry is a new attempt through here like any other.
  */
 import { join } from 'node:path';
 import { FusionError, toFusionError } from '../errors.js';

@@ -1,7 +1,8 @@
 /**
  * The candidate stage (docs/behaviour.md#b1, docs/behaviour.md#b4, docs/behaviour.md#b8, docs/behaviour.md#d): three sandboxes in parallel with identical
- * prompts; the first failure aborts the siblings and fails the run (never 2-of-3); a launch is
- * retried once only for a transient failure before the child existed. Every attempt's sealed
+ * prompts; the first failure aborts the siblings and fails the run (never 2-of-3); an attempt is
+ * retried once only for a transient launch failure before the child existed, and once only when
+ * its replay was inconclusive (candidate-retry.ts). Every attempt's sealed
  * tool-call log is verified and cross-checked against the broker's own record, then the
  * attempt's files are packed into a tarball whose digest is recorded.
  */
@@ -21,6 +22,7 @@ import { collectOutputs } from '../launcher/attempt-dirs.js';
 import { COMPRESSION_PROMPT } from '../contracts/prompts.js';
 import type { Fetcher, RunState, WorkflowDeps } from './stage-context.js';
 import { runAttempt } from './attempt-lifecycle.js';
+import { CANDIDATE_RETRY_REASONS, candidateRetryReason, type CandidateRetryReason } from './candidate-retry.js';
 
 /** The broker's record of an attempt's model calls and fetches, kept in the attempt tarball. */
 export const BROKER_RECORD_FILE = 'supervisor.broker-record.json';
@@ -72,8 +74,7 @@ export async function runCandidates(
       slots.map((slot) => {
         const before = finished.find((f) => f.answer.slot === slot);
         if (before) return Promise.resolve(before.answer);
-        const pages: RunState['fetched'] = [];
-        return runCandidateWithRetry(deps, run, slot, messages, stageAc.signal, pages, replay.get)
+        return runCandidateWithRetry(deps, run, slot, messages, stageAc.signal, replay.get)
           .catch((err: unknown) => {
           const fe = toFusionError(err, 'child_failed', `candidate-${slot}`);
           if (!firstError) {
@@ -127,14 +128,26 @@ function stageReplay(deps: WorkflowDeps, run: RunState, signal: AbortSignal): { 
   };
 }
 
-async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, pages: RunState['fetched'], replayFor: ReplayGetter): Promise<CandidateAnswer> {
-  try {
-    return await runCandidateAttempt(deps, run, slot, messages, signal, pages, replayFor);
-  } catch (err) {
-    const fe = toFusionError(err);
-    if (fe.code !== 'launch_failed' || !fe.retryable || signal.aborted) throw fe;
-    run.log.warn({ slot, err: fe.message }, 'transient launch failure; retrying once');
-    return runCandidateAttempt(deps, run, slot, messages, signal, pages, replayFor);
+/**
+ * Runs attempts of one candidate until one succeeds or one fails for a reason that gets no
+ * (further) retry (candidate-retry.ts). Each attempt keeps its own fetched pages: a retried
+ * attempt's are dropped from the run's, so the evaluator sees the pages of the answers it judges,
+ * as it does after a resume (which reads them from the candidates' checkpoints).
+ */
+async function runCandidateWithRetry(deps: WorkflowDeps, run: RunState, slot: 1 | 2 | 3, messages: ChatMessage[], signal: AbortSignal, replayFor: ReplayGetter): Promise<CandidateAnswer> {
+  const retried = new Set<CandidateRetryReason>();
+  for (;;) {
+    const pages: RunState['fetched'] = [];
+    try {
+      return await runCandidateAttempt(deps, run, slot, messages, signal, pages, replayFor);
+    } catch (err) {
+      const fe = toFusionError(err);
+      const reason = candidateRetryReason(fe, retried, signal);
+      if (reason === undefined) throw fe;
+      retried.add(reason);
+      run.fetched = run.fetched.filter((page) => !pages.includes(page));
+      run.log.warn({ slot, reason, why: CANDIDATE_RETRY_REASONS[reason], err: fe }, 'candidate attempt failed; retrying the candidate once');
+    }
   }
 }
 
@@ -244,9 +257,11 @@ export function recordingFetcher(fetcher: Fetcher, run: RunState, pages: RunStat
   return async (req, signal) => {
     const res = await fetcher(req, signal);
     if (res.ok) {
-      run.fetched.push({ url: res.result.url, content: res.result.content });
-      // Kept per candidate too: its checkpoint carries its own pages for a resumed run.
-      pages.push({ url: res.result.url, content: res.result.content });
+      // Kept per attempt too (the same object): its checkpoint carries its own pages for a
+      // resumed run, and a retried attempt's are taken out of the run's.
+      const page = { url: res.result.url, content: res.result.content };
+      run.fetched.push(page);
+      pages.push(page);
     } else if (run.canonicalInput.context.declared_sources.some((s) => s.canonical_url === req.url)) {
       // Declared URLs only: an undeclared URL is never stored anywhere (src/broker/broker-server.ts).
       (run.unread ??= []).push({ url: req.url, reason: `${res.error.code}: ${res.error.message}` });

@@ -6,7 +6,8 @@
  * (`<task>/replay/<attempt>.json`; in the task tarball as `attempts/<attempt>.replay.json`)
  * whether or not the replay agrees, then throws on the first differing result:
  * `child_event_invalid`, or `replay_inconclusive` when a wall-clock limit cut either side's
- * result (audit/replay.ts compareReplay). Nothing of the attempt reaches the evaluator before that.
+ * result (audit/replay.ts compareReplay), after which the candidate stage gives the candidate one
+ * fresh attempt (candidate-retry.ts). Nothing of the attempt reaches the evaluator before that.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';

@@ -72,6 +72,11 @@ const PROBES: Probe[] = [
   { rule: 'rule 3: bullmq outside the queue adapters', file: 'src/research/research-service.ts', code: "import { Queue } from 'bullmq';\nexport const x = Queue;\n", fails: '@typescript-eslint/no-restricted-imports' },
   { rule: 'rule 3: bullmq in a queue adapter', file: 'src/tasks/queue-dispatch.ts', code: "import { Queue } from 'bullmq';\nexport const x = Queue;\n" },
   { rule: 'rule 3: ipaddr.js outside the address classifier', file: 'src/api/probe.ts', code: "import ipaddr from 'ipaddr.js';\nexport const x = ipaddr;\n", fails: '@typescript-eslint/no-restricted-imports' },
+  { rule: 'rule 3: the metrics registry outside src/instrument.ts and the /metrics route (workflow)', file: 'src/workflow/probe.ts', code: "import { replayMismatches } from '../metrics/registry.js';\nexport const x = replayMismatches;\n", fails: 'import-x/no-restricted-paths' },
+  { rule: 'rule 3: the metrics registry in another API module than the /metrics route', file: 'src/api/routes.ts', code: "import { registry } from '../metrics/registry.js';\nexport const x = registry;\n", fails: 'import-x/no-restricted-paths' },
+  { rule: 'rule 3: the metrics registry in the composition root, even as a type', file: 'src/main.ts', code: "import type { registry } from './metrics/registry.js';\nexport type X = typeof registry;\n", fails: 'import-x/no-restricted-paths' },
+  { rule: 'rule 3: the metrics registry in src/instrument.ts', file: 'src/instrument.ts', code: "import { replayMismatches } from './metrics/registry.js';\nexport const x = replayMismatches;\n" },
+  { rule: 'rule 3: the metrics registry in the /metrics route', file: 'src/api/metrics.ts', code: "import { registry } from '../metrics/registry.js';\nexport const x = registry;\n" },
   // Rule 4: the sandbox child.
   { rule: 'rule 4: sandbox code imports daemon code', file: 'sandbox/probe.ts', code: "import { FusionError } from '../src/errors.js';\nexport const x = FusionError;\n", fails: 'import-x/no-restricted-paths' },
   { rule: 'rule 4: sandbox code imports an npm package', file: 'sandbox/probe.ts', code: "import { z } from 'zod';\nexport const x = z;\n", fails: 'no-restricted-imports' },

@@ -51,7 +51,7 @@ describe('socket API against a real daemon process', () => {
     expect(text.body).toMatch(/^fusion_tasks\{state="evaluating"\} 0$/m);
     expect(text.body).toMatch(/^fusion_task_tarball_bytes_total [1-9]\d*$/m);
     expect(text.body).toMatch(/^# TYPE fusion_stage_duration_seconds histogram$/m);
-    for (const name of ['fusion_sandbox_launches_total', 'fusion_sandbox_failures_total', 'fusion_egress_decisions_total', 'fusion_replay_mismatches_total']) {
+    for (const name of ['fusion_sandbox_launches_total', 'fusion_sandbox_failures_total', 'fusion_egress_decisions_total', 'fusion_replay_mismatches_total', 'fusion_replay_inconclusive_total']) {
       expect(text.body).toContain(`# TYPE ${name} counter`);
     }
   });

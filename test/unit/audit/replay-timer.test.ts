@@ -68,6 +68,15 @@ describe('compareReplay and wall-clock limits', () => {
     expect(() => compareReplay([logged()], [replayed({ timer_cut: true })])).not.toThrow();
   });
 
+  it('reports an inconclusive difference to its own observer, and a forgery to the mismatch one', () => {
+    const seen: string[] = [];
+    const metrics = { mismatched: () => seen.push('mismatched'), inconclusive: () => seen.push('inconclusive') };
+    thrown(() => compareReplay([logged(other)], [replayed({ timer_cut: true })], metrics));
+    thrown(() => compareReplay([logged(other)], [replayed()], metrics));
+    compareReplay([logged({ timer_cut: true })], [replayed({ timer_cut: true })], metrics);
+    expect(seen).toEqual(['inconclusive', 'mismatched']);
+  });
+
   it('the error is registered as a retryable code', () => {
     expect(ERROR_CODES.replay_inconclusive.retryable).toBe(true);
   });

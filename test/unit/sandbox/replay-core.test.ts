@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { REPLAY_TIMER_FACTOR, replayCalls, replayToolLimits } from '../../../sandbox/replay-core.js';
+import { REPLAY_TIMER_FACTOR, onceForSameCalls, replayCalls, replayToolLimits, type ReplayCall, type ReplayedCall } from '../../../sandbox/replay-core.js';
 import { DEFAULT_TOOL_LIMITS } from '../../../sandbox/tools/index.js';
 
 const sha = (b: string | Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -52,4 +52,28 @@ it('marks a replayed call its own wall-clock limit cut, and relaxes the candidat
   const [plain] = await replayCalls(dir, [{ ordinal: 1, tool_name: 'ls', arguments: '{}' }], ['ls']);
   expect(plain !== undefined && 'timer_cut' in plain).toBe(false);
   expect(replayToolLimits({ regexTimeoutMs: 100 })).toMatchObject({ regexTimeoutMs: 100 * REPLAY_TIMER_FACTOR, timeBudgetMs: DEFAULT_TOOL_LIMITS.timeBudgetMs * REPLAY_TIMER_FACTOR });
+});
+
+// A retried attempt repeats the calls of the attempt whose replay was inconclusive: a result the
+// replay's own timer cut must be replayed again for it, not served from the first replay.
+it('answers an identical call from the first replay, unless a wall-clock limit cut that replay', async () => {
+  const runs: string[] = [];
+  const cutFirst = new Set(['grep\u0000{"pattern":"slow"}']);
+  const inner = async (call: ReplayCall): Promise<ReplayedCall> => {
+    const key = `${call.tool_name}\u0000${call.arguments}`;
+    runs.push(key);
+    const cut = cutFirst.delete(key);
+    return { ordinal: call.ordinal, tool_name: call.tool_name, status: 'ok', result_bytes: 1, result_sha256: sha(`${key}${cut ? ' cut' : ''}`), touched: {}, ...(cut ? { timer_cut: true as const } : {}) };
+  };
+  const replay = onceForSameCalls(inner);
+  const fast = { tool_name: 'grep', arguments: '{"pattern":"fast"}' };
+  const slow = { tool_name: 'grep', arguments: '{"pattern":"slow"}' };
+  const first = [await replay({ ordinal: 0, ...fast }), await replay({ ordinal: 1, ...slow })];
+  const again = [await replay({ ordinal: 0, ...fast }), await replay({ ordinal: 1, ...slow }), await replay({ ordinal: 2, ...slow })];
+  // The fast grep ran once; the cut one ran again, and its whole answer then served the third call.
+  expect(runs).toEqual(['grep\u0000{"pattern":"fast"}', 'grep\u0000{"pattern":"slow"}', 'grep\u0000{"pattern":"slow"}']);
+  expect(first[1]?.timer_cut).toBe(true);
+  expect(again.map((r) => r?.timer_cut)).toEqual([undefined, undefined, undefined]);
+  expect(again.map((r) => r?.ordinal)).toEqual([0, 1, 2]);
+  expect(again[0]?.result_sha256).toBe(first[0]?.result_sha256);
 });
