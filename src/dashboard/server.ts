@@ -12,7 +12,13 @@
  * - run script in it: every page is server-rendered with the auto-escaping template, and the CSP
  *   admits only the one static script (no inline script or style, no plugins, no frames);
  * - read another user's task, tarball or run: each route reads through the viewer's scope, and a
- *   foreign id answers exactly like a missing one (404).
+ *   foreign id answers exactly like a missing one (404);
+ * - hold the listener's connections: a refusal (anything but 404) closes its connection, a
+ *   connection answers one request at a time (a pipelining client is disconnected), and a local
+ *   user other than root and the daemon's holds at most MAX_CONNECTIONS_PER_UID connections, so
+ *   no user, in the socket group or not, can keep root out with requests it never reads;
+ * - stall the daemon: the caller's uid is looked up off the event loop, one /proc read per burst
+ *   of connections (peer-uid.ts), however long a local user makes the kernel's socket tables.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
