@@ -18,8 +18,17 @@
  *   forwards to the dashboard is the caller for everyone it forwards (docs/security.md).
  * - Only meaningful for a peer in the daemon's own network namespace: the dashboard listens on
  *   loopback, and a non-loopback address needs a key instead.
+ *
+ * What it costs, and why it is shaped this way: the tables list every TCP socket of the host,
+ * and any local user can make them long (each TIME_WAIT left by a connect-and-close stays listed
+ * for a minute and holds no file descriptor). Read synchronously and parsed in full per
+ * connection, 18,000 entries took about 0.4 s of the daemon's only thread per accept, so a user
+ * outside the socket group could stall the whole daemon (socket API, scheduler) by opening
+ * dashboard connections. So the files are read off the event loop (`fs/promises`), one read at a
+ * time serves every connection accepted before it started (`PeerUidLookup`), and only the lines
+ * that carry the peer's port are parsed.
  */
-import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { isIPv4, isIPv6 } from 'node:net';
 
@@ -110,18 +119,76 @@ export function findPeerUid(entries: readonly ProcTcpEntry[], peer: TcpEndpoint,
   return uids.size === 1 ? [...uids][0] : undefined;
 }
 
-export type ProcReader = (path: string) => string;
+export type ProcReader = (path: string) => Promise<string>;
 
-const readProc: ProcReader = (path) => {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
+const readProc: ProcReader = (path) => readFile(path, 'utf8');
+
+/**
+ * The entries of a /proc/net/tcp{,6} text that may be the connection from a peer on `port`: only
+ * lines where the port appears as `:PPPP ` (the kernel prints ports as 4 upper-case hex digits
+ * after the address) are parsed, so a long table costs a substring search, not a parse per line.
+ */
+export function candidateEntries(text: string, port: number, littleEndian = endianness() === 'LE'): ProcTcpEntry[] {
+  const needle = `:${port.toString(16).toUpperCase().padStart(4, '0')} `;
+  const lines: string[] = [];
+  let lastStart = -1;
+  for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
+    const start = text.lastIndexOf('\n', at) + 1;
+    if (start === 0 || start === lastStart) continue; // the header line, or a line already taken
+    lastStart = start;
+    const end = text.indexOf('\n', at);
+    lines.push(text.slice(start, end === -1 ? text.length : end));
   }
-};
+  return parseProcNetTcp(`header\n${lines.join('\n')}`, littleEndian);
+}
+
+/** Both tables, read now (an unreadable one reads as empty: its peers are not found). */
+async function readTables(read: ProcReader): Promise<string[]> {
+  return Promise.all(['/proc/net/tcp', '/proc/net/tcp6'].map((path) => read(path).catch(() => '')));
+}
+
+function peerUidIn(tables: readonly string[], peer: TcpEndpoint, server: TcpEndpoint): number | undefined {
+  return findPeerUid(tables.flatMap((text) => candidateEntries(text, peer.port)), peer, server);
+}
 
 /** The local uid that opened the connection from `peer` to `server`, read from /proc now. */
-export function loopbackPeerUid(peer: TcpEndpoint, server: TcpEndpoint, read: ProcReader = readProc): number | undefined {
-  const entries = [...parseProcNetTcp(read('/proc/net/tcp')), ...parseProcNetTcp(read('/proc/net/tcp6'))];
-  return findPeerUid(entries, peer, server);
+export async function loopbackPeerUid(peer: TcpEndpoint, server: TcpEndpoint, read: ProcReader = readProc): Promise<number | undefined> {
+  return peerUidIn(await readTables(read), peer, server);
+}
+
+interface Pending {
+  peer: TcpEndpoint;
+  server: TcpEndpoint;
+  resolve: (uid: number | undefined) => void;
+}
+
+/**
+ * Peer lookups for many connections with at most one read of the tables in flight: a lookup asked
+ * for while a read runs waits for the next read (which starts after it was asked, so it lists the
+ * connection), and that one read answers every lookup waiting for it. However fast connections
+ * arrive, the daemon reads the tables back to back at most, never once per connection.
+ */
+export class PeerUidLookup {
+  private waiting: Pending[] = [];
+  private reading = false;
+
+  constructor(private readonly read: ProcReader = readProc) {}
+
+  lookup(peer: TcpEndpoint, server: TcpEndpoint): Promise<number | undefined> {
+    return new Promise((resolve) => {
+      this.waiting.push({ peer, server, resolve });
+      if (!this.reading) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.reading = true;
+    while (this.waiting.length > 0) {
+      const batch = this.waiting;
+      this.waiting = [];
+      const tables = await readTables(this.read);
+      for (const p of batch) p.resolve(peerUidIn(tables, p.peer, p.server));
+    }
+    this.reading = false;
+  }
 }

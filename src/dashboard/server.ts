@@ -12,7 +12,13 @@
  * - run script in it: every page is server-rendered with the auto-escaping template, and the CSP
  *   admits only the one static script (no inline script or style, no plugins, no frames);
  * - read another user's task, tarball or run: each route reads through the viewer's scope, and a
- *   foreign id answers exactly like a missing one (404).
+ *   foreign id answers exactly like a missing one (404);
+ * - hold the listener's connections: a refusal (anything but 404) closes its connection, a
+ *   connection answers one request at a time (a pipelining client is disconnected), and a local
+ *   user other than root and the daemon's holds at most MAX_CONNECTIONS_PER_UID connections, so
+ *   no user, in the socket group or not, can keep root out with requests it never reads;
+ * - stall the daemon: the caller's uid is looked up off the event loop, one /proc read per burst
+ *   of connections (peer-uid.ts), however long a local user makes the kernel's socket tables.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -26,7 +32,7 @@ import { markAuthenticated } from '../api/tcp-admission.js';
 import { AuthFailureThrottle } from '../api/auth-throttle.js';
 import type { ApiKeyStore } from '../store/research-port.js';
 import type { DashboardData } from './data.js';
-import { loopbackPeerUid, canonicalAddress } from './peer-uid.js';
+import { PeerUidLookup, canonicalAddress, type TcpEndpoint } from './peer-uid.js';
 import { errorPage, overviewPage, researchListPage, researchPage, taskPage, tasksPage, type PageContext } from './pages.js';
 import { STATIC_ASSETS } from './assets.js';
 import type { Viewer, ViewerRules } from './viewers.js';
@@ -48,6 +54,13 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 const ID_PATTERN = /^[A-Za-z0-9_-]{1,200}$/u;
 const LIST_LIMIT = 200;
 const RECENT_LIMIT = 15;
+/**
+ * Open connections one local user other than root and the daemon's may hold (a browser opens six
+ * per origin). Without it, a local user, even one outside the socket group, could take every slot
+ * of the listener with pipelined requests it never reads, each answer stuck half-written, and
+ * lock root out; over the bound a connection's request is answered 429 and the connection closed.
+ */
+export const MAX_CONNECTIONS_PER_UID = 16;
 
 export interface DashboardOptions {
   address: ListenAddress;
@@ -57,8 +70,8 @@ export interface DashboardOptions {
   /** Keys for a non-loopback address (workspace keys, as the research TCP listener takes). */
   keys: ApiKeyStore;
   log: Logger;
-  /** Test seam: how a connection's local uid is read (default /proc/net/tcp{,6}). */
-  peerUid?: (peer: { address: string; port: number }, server: { address: string; port: number }) => number | undefined;
+  /** Test seam: how a connection's local uid is read (default /proc/net/tcp{,6}, see peer-uid.ts). */
+  peerUid?: (peer: { address: string; port: number }, server: { address: string; port: number }) => number | undefined | Promise<number | undefined>;
   throttle?: AuthFailureThrottle;
 }
 
@@ -79,6 +92,12 @@ export function allowedHosts(host: string, port: number): Set<string> {
   return out;
 }
 
+/**
+ * Every refusal but 404 (which a person browsing meets) ends its connection after the answer: no
+ * keep-alive, and requests pipelined behind it are dropped, so a refused caller holds no slot.
+ */
+const CLOSE: Readonly<Record<string, string>> = { connection: 'close' };
+
 class HttpRefusal extends Error {
   constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
     super(message);
@@ -89,10 +108,27 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const { data, rules, log } = options;
   const loopback = isLoopbackHost(options.address.host);
   const throttle = options.throttle ?? new AuthFailureThrottle();
-  const peerUid = options.peerUid ?? loopbackPeerUid;
-  /** Each connection's local uid, read once at accept (undefined: not found, the connection is refused). */
-  const uids = new WeakMap<Socket, number>();
+  const lookup = new PeerUidLookup();
+  const peerUid = options.peerUid ?? ((peer: TcpEndpoint, server: TcpEndpoint) => lookup.lookup(peer, server));
+  /** Each connection's local uid, looked up once at accept (undefined: not found, the connection is refused). */
+  const uids = new WeakMap<Socket, Promise<number | undefined>>();
+  /** Connections over their uid's MAX_CONNECTIONS_PER_UID: their request is refused, then they close. */
+  const overBound = new WeakSet<Socket>();
+  const perUid = new Map<number, number>();
+  /** Connections whose refusal ends them: requests pipelined behind it are not even rendered. */
+  const ending = new WeakSet<Socket>();
+  /** Connections with a request being answered. */
+  const answering = new WeakSet<Socket>();
   const tcp = await listenOnTcp(options.address, (req, res) => {
+    // No browser pipelines; a client that does could queue thousands of requests per connection,
+    // each rendered even though its answer would never be read. One request at a time, or the
+    // connection is closed.
+    if (answering.has(req.socket)) {
+      req.socket.destroy();
+      return;
+    }
+    answering.add(req.socket);
+    res.once('close', () => answering.delete(req.socket));
     handle(req, res).catch((err: unknown) => {
       log.error({ err: toFusionError(err).message, url: req.url?.slice(0, 200) }, 'dashboard request failed');
       if (!res.headersSent) send(res, req, 500, 'text/html; charset=utf-8', page(500, 'The dashboard could not answer; see the daemon log.'));
@@ -102,25 +138,51 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const hosts = allowedHosts(options.address.host, tcp.port);
   if (loopback) {
     tcp.server.on('connection', (socket: Socket) => {
-      const uid = socket.remoteAddress !== undefined && socket.remotePort !== undefined && socket.localAddress !== undefined && socket.localPort !== undefined
-        ? peerUid({ address: socket.remoteAddress, port: socket.remotePort }, { address: socket.localAddress, port: socket.localPort })
-        : undefined;
-      if (uid === undefined) {
-        log.warn({ remote: socket.remoteAddress, port: socket.remotePort }, 'dashboard connection refused: its local user could not be read from /proc/net/tcp');
-        socket.destroy();
-        return;
-      }
-      uids.set(socket, uid);
+      const { remoteAddress, remotePort, localAddress, localPort } = socket;
+      // Started now, while our end is open: the 4-tuple names this connection and no other.
+      const found = remoteAddress !== undefined && remotePort !== undefined && localAddress !== undefined && localPort !== undefined
+        ? Promise.resolve().then(() => peerUid({ address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort })).catch(() => undefined)
+        : Promise.resolve(undefined);
+      uids.set(socket, found.then((uid) => {
+        if (uid === undefined) {
+          log.warn({ remote: remoteAddress, port: remotePort }, 'dashboard connection refused: its local user could not be read from /proc/net/tcp');
+          socket.destroy();
+          return undefined;
+        }
+        if (!socket.destroyed && !rules.seesAll(uid)) holdPerUid(socket, uid);
+        return uid;
+      }));
+    });
+  }
+
+  function holdPerUid(socket: Socket, uid: number): void {
+    const held = perUid.get(uid) ?? 0;
+    if (held >= MAX_CONNECTIONS_PER_UID) {
+      overBound.add(socket);
+      return;
+    }
+    perUid.set(uid, held + 1);
+    socket.once('close', () => {
+      const left = (perUid.get(uid) ?? 1) - 1;
+      if (left <= 0) perUid.delete(uid);
+      else perUid.set(uid, left);
     });
   }
 
   const baseContext = (viewer: string): PageContext => ({ now: Date.now(), viewer, userName: options.userName });
   const page = (status: number, message: string, viewer = ''): string => errorPage(baseContext(viewer), status, message);
 
+  /** The connection's local uid (loopback only), once it is known; refused when unknown or over its bound. */
+  async function callerUid(req: IncomingMessage): Promise<number> {
+    const uid = await uids.get(req.socket);
+    if (uid === undefined) throw new HttpRefusal(403, 'Your local user could not be determined.');
+    if (overBound.has(req.socket)) throw new HttpRefusal(429, `uid ${uid} already holds ${MAX_CONNECTIONS_PER_UID} open connections to this dashboard; close some and retry.`, { 'retry-after': '1' });
+    return uid;
+  }
+
   async function viewerOf(req: IncomingMessage): Promise<Viewer> {
     if (loopback) {
-      const uid = uids.get(req.socket);
-      if (uid === undefined) throw new HttpRefusal(403, 'Your local user could not be determined.');
+      const uid = await callerUid(req);
       const viewer = await rules.forUid(uid, options.userName(uid));
       if (viewer === undefined) throw new HttpRefusal(403, `uid ${uid} may not use this dashboard: it is for root, the daemon's user and members of the daemon's socket group.`);
       markAuthenticated(req);
@@ -137,6 +199,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (ending.has(req.socket)) return;
     try {
       const method = req.method ?? 'GET';
       // Checked first: a rebinding page must learn nothing, not even whether a route exists.
@@ -152,6 +215,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       } catch {
         throw new HttpRefusal(400, 'The path is not valid percent-encoding.');
       }
+      // Before anything is served, the static files included: a connection over its uid's bound must not stay open on them.
+      if (loopback) await callerUid(req);
       if (parts[0] === 'static' && parts.length === 2) {
         const asset = STATIC_ASSETS.get(parts[1]!);
         if (asset === undefined) throw new HttpRefusal(404, 'No such file.');
@@ -204,7 +269,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       throw new HttpRefusal(404, 'No such page.');
     } catch (err) {
       if (!(err instanceof HttpRefusal)) throw err instanceof FusionError ? err : toFusionError(err);
-      send(res, req, err.status, 'text/html; charset=utf-8', page(err.status, err.message), err.headers);
+      if (ending.has(req.socket)) return;
+      if (err.status !== 404) ending.add(req.socket);
+      send(res, req, err.status, 'text/html; charset=utf-8', page(err.status, err.message), err.status === 404 ? err.headers : { ...CLOSE, ...err.headers });
     }
   }
 

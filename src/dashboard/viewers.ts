@@ -19,10 +19,15 @@ export interface Viewer {
 /** How long a uid's group list is trusted before `id -G` is asked again (a removed member loses access within this). */
 export const GROUPS_TTL_MS = 10_000;
 
-/** A uid's gids (primary and supplementary) from the user database, as `id -G` reports them; [] when it has no entry. */
+/**
+ * A uid's gids (primary and supplementary) from the user database, as `id -G` reports them; [] when
+ * it has no entry. The `+` makes `id` read the argument as a uid: bare digits are looked up as a
+ * user name first, so a user named `1003` (LDAP directories have such names) in the socket group
+ * would lend its groups to uid 1003.
+ */
 export function groupsOfUid(uid: number): Promise<number[]> {
   return new Promise((resolve) => {
-    execFile('id', ['-G', '--', String(uid)], { timeout: 5_000, encoding: 'utf8' }, (err, stdout) => {
+    execFile('id', ['-G', '--', `+${uid}`], { timeout: 5_000, encoding: 'utf8' }, (err, stdout) => {
       if (err) return resolve([]);
       resolve(stdout.trim().split(/\s+/u).map(Number).filter((n) => Number.isSafeInteger(n) && n >= 0));
     });
@@ -40,10 +45,15 @@ export class ViewerRules {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** Root and the daemon's own uid: they see everything, and no per-user bound applies to them. */
+  seesAll(uid: number): boolean {
+    return uid === 0 || uid === this.daemonUid;
+  }
+
   /** The viewer a local uid is, or undefined when it may not look at all. */
   async forUid(uid: number, name: string | undefined): Promise<Viewer | undefined> {
     const who = name === undefined ? `uid ${uid}` : `${name} (uid ${uid})`;
-    if (uid === 0 || uid === this.daemonUid) return { scope: { all: true }, label: `${who}: all tasks and runs` };
+    if (this.seesAll(uid)) return { scope: { all: true }, label: `${who}: all tasks and runs` };
     if (this.groupGid === undefined) return undefined;
     const groups = await this.groupsFor(uid);
     if (!groups.includes(this.groupGid)) return undefined;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../../helpers/wait.js';
-import { canonicalAddress, findPeerUid, loopbackPeerUid, parseProcAddress, parseProcNetTcp } from '../../../src/dashboard/peer-uid.js';
+import { PeerUidLookup, candidateEntries, canonicalAddress, findPeerUid, loopbackPeerUid, parseProcAddress, parseProcNetTcp, type ProcReader } from '../../../src/dashboard/peer-uid.js';
 
 const FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'dashboard');
 const tcp4 = readFileSync(join(FIXTURES, 'proc-net-tcp.txt'), 'utf8');
@@ -74,11 +74,96 @@ describe('loopbackPeerUid on this host', () => {
     const client = connect(port, '127.0.0.1');
     await new Promise<void>((r) => client.once('connect', r));
     const peer = { address: client.localAddress!, port: client.localPort! };
-    expect(loopbackPeerUid(peer, { address: '127.0.0.1', port })).toBe(process.getuid!());
+    expect(await loopbackPeerUid(peer, { address: '127.0.0.1', port })).toBe(process.getuid!());
     client.destroy();
     // The client's socket leaves ESTABLISHED (FIN_WAIT, then TIME_WAIT with uid 0): no caller any more.
-    await waitFor('the closed client to leave ESTABLISHED', () => loopbackPeerUid(peer, { address: '127.0.0.1', port }) === undefined);
+    await waitFor('the closed client to leave ESTABLISHED', async () => (await loopbackPeerUid(peer, { address: '127.0.0.1', port })) === undefined);
     for (const s of accepted) s.destroy();
     await new Promise((r) => server.close(r));
+  });
+});
+
+describe('candidateEntries', () => {
+  it("parses only the lines that carry the peer's port, and finds what a full parse finds", () => {
+    const server = { address: '127.0.0.1', port: 8080 };
+    for (const port of [0x9c40, 0x9c41, 0x9c42]) {
+      const few = [...candidateEntries(tcp4, port, true), ...candidateEntries(tcp6, port, true)];
+      expect(few.length).toBeLessThan(entries.length);
+      for (const address of ['127.0.0.1', '127.0.0.2']) {
+        expect(findPeerUid(few, { address, port }, server)).toBe(findPeerUid(entries, { address, port }, server));
+      }
+    }
+    expect(findPeerUid(candidateEntries(tcp6, 0xa001, true), { address: '127.0.0.1', port: 0xa001 }, { address: '127.0.0.1', port: 0x1f92 })).toBe(1004);
+    expect(candidateEntries(tcp4, 0x1234, true)).toEqual([]);
+  });
+});
+
+describe('PeerUidLookup', () => {
+  const server = { address: '127.0.0.1', port: 8080 };
+  const peer = { address: '127.0.0.1', port: 0x9c40 };
+
+  it('answers a burst of lookups from one or two reads of the tables, not one read per connection', async () => {
+    // A long table makes every read expensive (any local user can make it long): reads must not scale with connections.
+    let reads = 0;
+    const read: ProcReader = async (path) => {
+      reads += 1;
+      await new Promise((r) => setImmediate(r));
+      return path.endsWith('6') ? tcp6 : tcp4;
+    };
+    const lookup = new PeerUidLookup(read);
+    const answers = await Promise.all(Array.from({ length: 200 }, () => lookup.lookup(peer, server)));
+    expect(new Set(answers)).toEqual(new Set([1001]));
+    // The first lookup starts a read; the 199 asked while it ran share the next one.
+    expect(reads).toBe(4);
+  });
+
+  it('answers a lookup asked during a read from a later read, which lists the new connection', async () => {
+    const empty = 'header\n';
+    let release: (() => void) | undefined;
+    let calls = 0;
+    const read: ProcReader = async (path) => {
+      calls += 1;
+      if (calls <= 2) {
+        // The first read: it began before the second connection existed, so it does not list it.
+        if (path.endsWith('6')) await new Promise<void>((r) => (release = r));
+        return empty;
+      }
+      return path.endsWith('6') ? tcp6 : tcp4;
+    };
+    const lookup = new PeerUidLookup(read);
+    const first = lookup.lookup({ address: '127.0.0.1', port: 1 }, server);
+    await waitFor('the first read to start', () => release !== undefined);
+    const second = lookup.lookup(peer, server);
+    release!();
+    expect(await first).toBeUndefined();
+    expect(await second).toBe(1001);
+  });
+
+  it('a reader that fails reads as an empty table: the peer is not found, and later lookups still run', async () => {
+    let fail = true;
+    const lookup = new PeerUidLookup(async (path) => {
+      if (fail) throw new Error('EACCES');
+      return path.endsWith('6') ? tcp6 : tcp4;
+    });
+    expect(await lookup.lookup(peer, server)).toBeUndefined();
+    fail = false;
+    expect(await lookup.lookup(peer, server)).toBe(1001);
+  });
+
+  it("names this process's uid for many real connections accepted at once", async () => {
+    const accepted: Socket[] = [];
+    const srv = createServer((s) => accepted.push(s));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as AddressInfo).port;
+    const clients = await Promise.all(Array.from({ length: 100 }, () => new Promise<Socket>((resolve) => {
+      const c = connect(port, '127.0.0.1');
+      c.once('connect', () => resolve(c));
+    })));
+    const lookup = new PeerUidLookup();
+    const uids = await Promise.all(clients.map((c) => lookup.lookup({ address: c.localAddress!, port: c.localPort! }, { address: '127.0.0.1', port })));
+    expect(new Set(uids)).toEqual(new Set([process.getuid!()]));
+    for (const c of clients) c.destroy();
+    for (const s of accepted) s.destroy();
+    await new Promise((r) => srv.close(r));
   });
 });

@@ -4,12 +4,14 @@
  * check, read-only methods, headers on every answer, odd paths, and the tarball route.
  */
 import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../../src/log.js';
 import { createDashboardData, type DashboardSources } from '../../../src/dashboard/data.js';
-import { CONTENT_SECURITY_POLICY, allowedHosts, startDashboard, type DashboardServer } from '../../../src/dashboard/server.js';
+import { CONTENT_SECURITY_POLICY, MAX_CONNECTIONS_PER_UID, allowedHosts, startDashboard, type DashboardServer } from '../../../src/dashboard/server.js';
 import { ViewerRules } from '../../../src/dashboard/viewers.js';
 import { closeServer } from '../../../src/http/http-util.js';
+import { waitFor } from '../../helpers/wait.js';
 import type { TaskRecord } from '../../../src/store/port.js';
 
 const GROUP = 5000;
@@ -153,5 +155,64 @@ describe('the surface', () => {
     expect((await get('/tasks?state=<script>', 0)).status).toBe(400);
     expect((await get(`/tasks/${MINE}/audit.tar/x`, 0)).status).toBe(404);
     expect((await get('/research/%00', 0)).status).toBe(404);
+  });
+});
+
+/** A raw connection as `as`: what it received so far, and whether the server closed it. */
+interface Raw { socket: Socket; received: () => string; closed: () => boolean }
+
+async function rawAs(as: number, payload: string): Promise<Raw> {
+  peer = as;
+  const socket = connect(dash.port, '127.0.0.1');
+  let text = '';
+  let closed = false;
+  socket.on('data', (d: Buffer) => (text += d.toString()));
+  socket.on('error', () => undefined);
+  socket.on('close', () => (closed = true));
+  await new Promise<void>((r) => socket.once('connect', r));
+  socket.write(payload);
+  return { socket, received: () => text, closed: () => closed };
+}
+
+const answers = (text: string): number => (text.match(/^HTTP\/1\.1 /gmu) ?? []).length;
+
+describe('holding connections', () => {
+  const getLine = (path: string): string => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${dash.port}\r\n\r\n`;
+
+  it("closes a refused caller's connection after the answer: it keeps no slot alive", async () => {
+    const raw = await rawAs(OUTSIDER, getLine('/'));
+    await waitFor('the refused connection to close', raw.closed);
+    expect(raw.received()).toMatch(/^HTTP\/1\.1 403 .*\r\nconnection: close\r\n/isu);
+  });
+
+  it('answers one request at a time: a pipelining client (no browser is one) is disconnected, not queued', async () => {
+    // Thousands of pipelined requests per connection, never read, were each rendered and queued.
+    const raw = await rawAs(0, getLine('/tasks').repeat(50));
+    await waitFor('the pipelining connection to close', raw.closed);
+    expect(answers(raw.received())).toBeLessThanOrEqual(1);
+  });
+
+  it(`holds at most ${MAX_CONNECTIONS_PER_UID} connections of one user other than root; over that, 429 and closed`, async () => {
+    const held: Raw[] = [];
+    try {
+      for (let i = 0; i < MAX_CONNECTIONS_PER_UID; i++) {
+        const raw = await rawAs(MEMBER, getLine('/tasks'));
+        held.push(raw);
+        await waitFor('the held connection to be answered', () => raw.received().includes('</html>'));
+        expect(raw.received()).toMatch(/^HTTP\/1\.1 200 /u);
+      }
+      const over = await rawAs(MEMBER, getLine('/tasks'));
+      await waitFor('the connection over the bound to close', over.closed);
+      expect(over.received()).toMatch(/^HTTP\/1\.1 429 /u);
+      expect(over.received()).not.toContain('alice objective');
+      // Another user, and root, are not bound by the member's connections.
+      expect((await get('/tasks', OTHER_MEMBER)).status).toBe(200);
+      expect((await get('/tasks', 0)).status).toBe(200);
+      // A member connection that closes gives its slot back.
+      held.pop()!.socket.destroy();
+      await waitFor('a slot to come back', async () => (await get('/tasks', MEMBER)).status === 200);
+    } finally {
+      for (const raw of held) raw.socket.destroy();
+    }
   });
 });

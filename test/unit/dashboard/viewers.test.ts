@@ -1,5 +1,8 @@
 /** The viewer rules: the socket's (root and the daemon's uid all; group members their own; others none). */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { addTestUser, removeTestUsers } from '../../helpers/test-users.js';
 import { GROUPS_TTL_MS, groupsOfUid, passwdNames, ViewerRules } from '../../../src/dashboard/viewers.js';
 
 describe('ViewerRules', () => {
@@ -33,5 +36,25 @@ describe('ViewerRules', () => {
     expect(await groupsOfUid(2_147_000_000)).toEqual([]);
     expect(passwdNames()(0)).toBe('root');
     expect(passwdNames('/nonexistent')(0)).toBeUndefined();
+  });
+  it.runIf(process.getuid?.() === 0)("a user named like another's uid lends it no groups (as root)", async () => {
+    // An outsider, and a user whose *name* is the outsider's uid, in a group the outsider is not in.
+    const tag = randomBytes(3).toString('hex');
+    const outsider = `dvo${tag}`;
+    const group = `dvg${tag}`;
+    let numeric = '';
+    try {
+      execFileSync('groupadd', [group]);
+      addTestUser(outsider);
+      const uid = Number(execFileSync('id', ['-u', '--', outsider], { encoding: 'utf8' }).trim());
+      const gid = Number(execFileSync('getent', ['group', group], { encoding: 'utf8' }).split(':')[2]);
+      // useradd refuses all-digit names unless told otherwise; a directory service does not.
+      execFileSync('useradd', ['--badname', '--no-create-home', '--user-group', '--shell', '/usr/sbin/nologin', '--groups', group, String(uid)]);
+      numeric = String(uid);
+      expect(await groupsOfUid(uid)).not.toContain(gid);
+      expect(await new ViewerRules(4242, gid).forUid(uid, outsider)).toBeUndefined();
+    } finally {
+      removeTestUsers([numeric, outsider], [numeric, outsider, group]);
+    }
   });
 });
