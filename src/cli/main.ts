@@ -20,7 +20,7 @@ import type { Io } from './commands.js';
 import type * as CommandsModule from './commands.js';
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
 import { cliErrorOf, isConnectionLoss, quietOnEpipe, whileWaiting } from './daemon-gone.js';
-import { EXIT } from './exit-codes.js';
+import { EXIT, endedTaskExit } from './exit-codes.js';
 
 function processIo(): Io {
   return {
@@ -344,7 +344,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       // The daemon's long-poll holds at most 600 s; a longer wait (a candidate may run 50 min) is
       // a chain of them up to the deadline. 0 is one poll that returns the state at once.
       const deadline = Date.now() + Math.round(seconds * 1000);
-      type WaitReply = { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      type WaitReply = { terminal: boolean; task: Record<string, unknown>; notification: unknown; nothingRead?: boolean };
       let reply: WaitReply;
       do {
         const slice = Math.min(Math.max(deadline - Date.now(), 0), MAX_POLL_MS);
@@ -357,7 +357,11 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
         io.stderr(`fusion wait: timed out after ${seconds} s: ${waitId} is still ${String(reply.task.state)}; wait again with 'fusion wait ${waitId}'\n`);
         return EXIT.timedOut;
       }
-      return reply.task.status === 'completed' ? EXIT.ok : EXIT.failed;
+      const code = endedTaskExit(String(reply.task.status), reply.nothingRead);
+      if (code === EXIT.nothingRead && !has(args, 'json')) {
+        io.stderr(`${waitId} completed, but read nothing: none of its ${reply.task.workflow === 'research' ? 'declared sources' : "repository's files"} could be read; 'fusion result ${waitId}' says why\n`);
+      }
+      return code;
     }
     case 'cancel': {
       const args = parse('cancel');
