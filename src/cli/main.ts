@@ -49,10 +49,9 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../client/daemon-modules.js').then((m) => m.loadDaemonModule()), import('../config/settings.js')]);
   const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
-  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
-  io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
-  if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
-  const report = await new Promise<ShutdownReport>((resolve) => {
+  // The handlers are in place before the "listening" line: whoever waits for that line to stop
+  // the daemon (a supervisor, a test) must get the graceful stop, not the default death.
+  const stopped = new Promise<ShutdownReport>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {
       // A second signal while stopping ends the process now (the runs stay resumable, as at the deadline).
@@ -67,6 +66,10 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
   });
+  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
+  io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
+  if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
+  const report = await stopped;
   if (report.exitCode !== 0) {
     io.stderr(`fusion daemon: shutdown deadline (${config.shutdownTimeoutS} s) passed while ${report.stuckAt ?? 'stopping'}; abandoned ${report.abandonedTasks.length} task run(s) and ${report.abandonedResearchRuns} research run(s), which resume later\n`);
     // Whatever still holds the event loop (a connection that never answers) must not keep it.

@@ -10,7 +10,10 @@
  *
  * Each daemon runs in a private mount namespace whose /run is an empty tmpfs: a host without a
  * Docker engine, so nothing (the start-up reaping of a predecessor's containers, the uid pool's
- * container probe) has a reason to reach Docker. Needs root (unshare, mount) and a built dist/.
+ * container probe) has a reason to reach Docker. Each is sent SIGTERM the moment it prints that
+ * it listens, and must still stop gracefully (the report is written at its exit): this also pins
+ * that `fusion daemon` installs its signal handlers before that line (before, a stop sent on it
+ * often killed the daemon outright). Needs root (unshare, mount) and a built dist/.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -47,7 +50,7 @@ describeUnless(missing, 'a daemon loads only the optional peers its configuratio
     const home = join(base, name);
     const script = 'mount -t tmpfs -o mode=0755 tmpfs /run && exec "$@"';
     const daemon = startCommand('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', process.execPath, '--require', REPORTER, CLI,
-      'daemon', '--data', home, '--socket', join(home, 'fusion.sock'), '--sandbox', 'bwrap', '--log-level', 'warn', ...args], { cleanEnv: true, env: { PATH: process.env.PATH } });
+      'daemon', '--data', home, '--socket', join(home, 'fusion.sock'), '--sandbox', 'bwrap', '--log-level', 'warn', ...args]);
     try {
       await daemon.waitForText('stderr', /fusion daemon listening on/u, `the ${name} daemon to listen`, 60_000);
     } finally {
