@@ -132,14 +132,40 @@ function packageRule(glob) {
   }
   return ['error', { paths, patterns }];
 }
+/** The options of fusion/owned-dynamic-imports for the files matched by `glob` (a type-only owner may not `import()` either). */
+function dynamicRule(glob) {
+  const packages = PACKAGE_OWNERS.filter((owner) => !owner.owners.includes(glob))
+    .flatMap((owner) => owner.packages.map((name) => ({ name, message: `${owner.why} (docs/architecture.md#rule-3).` })));
+  return ['error', packages];
+}
 const asTsGlob = (glob) => (glob.endsWith('/**') ? `${glob}/*.ts` : glob);
 const packageConfigs = [
-  { files: ['src/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': packageRule(null) } },
+  { files: ['src/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': packageRule(null), 'fusion/owned-dynamic-imports': dynamicRule(null) } },
   ...PACKAGE_OWNERS.flatMap((owner) => [...owner.owners, ...(owner.typeOnly ?? [])]).map((glob) => ({
     files: [asTsGlob(glob)],
-    rules: { '@typescript-eslint/no-restricted-imports': packageRule(glob) },
+    rules: { '@typescript-eslint/no-restricted-imports': packageRule(glob), 'fusion/owned-dynamic-imports': dynamicRule(glob) },
   })),
 ];
+
+/**
+ * Rule 3 for `import('pkg')`: no-restricted-imports sees static imports only, and the optional
+ * peers are imported dynamically where first needed (docs/architecture.md#optional-peers), so an
+ * owned package's dynamic import outside its owners is refused here.
+ */
+const ownedDynamicImports = {
+  meta: { type: 'problem', schema: [{ type: 'array' }], messages: { owned: '{{message}}' } },
+  create(context) {
+    const packages = context.options[0] ?? [];
+    return {
+      ImportExpression(node) {
+        const source = node.source.type === 'Literal' ? node.source.value : undefined;
+        if (typeof source !== 'string') return;
+        const owned = packages.find((p) => source === p.name || source.startsWith(`${p.name}/`));
+        if (owned !== undefined) context.report({ node, messageId: 'owned', data: { message: owned.message } });
+      },
+    };
+  },
+};
 
 /** Core no-restricted-imports with one allow-list: any specifier `allowed` does not match fails. */
 const onlyImports = (allowed, message) => ({ 'no-restricted-imports': ['error', { patterns: [{ regex: `^(?!${allowed})`, message }] }] });
@@ -210,7 +236,7 @@ export default tseslint.config(
   { files: ['src/common/**/*.ts'], rules: onlyImports(RELATIVE_OR_BUILTIN, 'src/common/ imports node builtins only: the sandbox child shares it and has no node_modules (docs/architecture.md#rule-1).') },
   {
     files: ['**/*.ts', '**/*.js', '**/*.mjs', '**/*.cjs'],
-    plugins: { fusion: { rules: { 'standalone-comments': standaloneComments } } },
+    plugins: { fusion: { rules: { 'standalone-comments': standaloneComments, 'owned-dynamic-imports': ownedDynamicImports } } },
     rules: { 'fusion/standalone-comments': 'error' },
   },
   {

@@ -241,7 +241,14 @@ async function terminalNotification(ctx: ApiContext, id: string): Promise<TaskEv
 }
 
 async function waitTerminal(ctx: ApiContext, id: string, timeoutMs: number, req: IncomingMessage): Promise<Record<string, unknown>> {
-  const done = (task: TaskRecord, event: TaskEvent | undefined): Record<string, unknown> => ({ terminal: isTerminal(task.state), task: taskView(task), notification: event?.data ?? null });
+  // A completed task also says whether it read nothing (docs/behaviour.md#nothing-read), so a
+  // waiter can tell that from a real success without retrieving the result (which claims usage).
+  const done = async (task: TaskRecord, event: TaskEvent | undefined): Promise<Record<string, unknown>> => ({
+    terminal: isTerminal(task.state),
+    task: taskView(task),
+    notification: event?.data ?? null,
+    ...(task.state === 'completed' ? { nothingRead: (await ctx.tasks.nothingRead(task)) !== null } : {}),
+  });
   let task = await ctx.tasks.get(id);
   if (isTerminal(task.state)) return done(task, await terminalNotification(ctx, id));
   await new Promise<void>((resolve) => {

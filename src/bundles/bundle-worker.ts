@@ -69,13 +69,16 @@ async function perform(op: WorkerOp): Promise<{ reply: Record<string, unknown>; 
     const data = new Uint8Array(packed.data.buffer, packed.data.byteOffset, packed.data.byteLength);
     // Moved, not copied, when the archive owns its whole buffer (a large one always does).
     const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && data.buffer instanceof ArrayBuffer;
-    return { reply: { digest: packed.digest, data, entries: packed.entries, skipped: packed.skipped }, transfer: whole ? [data.buffer as ArrayBuffer] : [] };
+    return { reply: { digest: packed.digest, data, entries: packed.entries, files: packed.files, skipped: packed.skipped }, transfer: whole ? [data.buffer as ArrayBuffer] : [] };
   }
   const data = Buffer.from(op.data.buffer, op.data.byteOffset, op.data.byteLength);
   // The bytes go back to the caller (moved, as they came), who still needs them.
   const back = { data: op.data };
   const transfer = op.data.buffer instanceof ArrayBuffer ? [op.data.buffer] : [];
-  if (op.op === 'verify') return { reply: { entries: readBundleTar(data, op).length, digest: createHash('sha256').update(data).digest('hex'), ...back }, transfer };
+  if (op.op === 'verify') {
+    const entries = readBundleTar(data, op);
+    return { reply: { entries: entries.length, files: entries.filter((e) => e.type === 'file').length, digest: createHash('sha256').update(data).digest('hex'), ...back }, transfer };
+  }
   return { reply: { ...unpack(data, op.digest, op.dir, op, op.syncfs), ...back }, transfer };
 }
 

@@ -89,17 +89,17 @@ const asBuffer = (v: unknown): Buffer => {
 export async function packOffThread(root: string, options: { exclude: readonly string[]; maxBytes: number }): Promise<PackedBundle> {
   const r = await runWorker({ op: 'pack', root, exclude: options.exclude, maxBytes: options.maxBytes });
   const data = r.data as Uint8Array;
-  return { digest: r.digest as string, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), entries: r.entries as number, skipped: sanitiseSkipReport(r.skipped) };
+  return { digest: r.digest as string, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), entries: r.entries as number, files: r.files as number, skipped: sanitiseSkipReport(r.skipped) };
 }
 
 /**
- * The strict read of an untrusted archive in a worker thread: its entry count, its sha256 and the bytes
- * (moved back: use them, not `data`), or bundle_changed.
+ * The strict read of an untrusted archive in a worker thread: its entry and regular-file counts, its
+ * sha256 and the bytes (moved back: use them, not `data`), or bundle_changed.
  */
-export async function verifyOffThread(data: Buffer, limits: { maxBytes: number; maxEntries: number }): Promise<{ entries: number; digest: string; data: Buffer }> {
+export async function verifyOffThread(data: Buffer, limits: { maxBytes: number; maxEntries: number }): Promise<{ entries: number; files: number; digest: string; data: Buffer }> {
   const { view, transfer } = transferable(data);
   const r = await runWorker({ op: 'verify', data: view, ...limits }, transfer);
-  return { entries: r.entries as number, digest: r.digest as string, data: asBuffer(r.data) };
+  return { entries: r.entries as number, files: r.files as number, digest: r.digest as string, data: asBuffer(r.data) };
 }
 
 /** Digest check, strict read, unpack into a fresh `.partial-*` directory of `dir` and (syncfs) its flush, in a worker thread (`data` is moved: not usable after). */

@@ -63,7 +63,7 @@ export async function packRepo(req: PackRequest): Promise<PackedBundle> {
     const verified = await verifyOffThread(data, { maxBytes: req.maxBytes, maxEntries: MAX_BUNDLE_ENTRIES });
     // The summary is the caller's word too: counts and a bounded, flattened list of paths, used
     // only to tell the caller what their own task left out.
-    return { digest: verified.digest, data: verified.data, entries: verified.entries, skipped: sanitiseSkipReport(summary.skipped) };
+    return { digest: verified.digest, data: verified.data, entries: verified.entries, files: verified.files, skipped: sanitiseSkipReport(summary.skipped) };
   });
 }
 

@@ -54,6 +54,8 @@ export interface PackedBundle {
   digest: string;
   data: Buffer;
   entries: number;
+  /** Regular files among the entries: 0 with files skipped means the task can read none of the repository's. */
+  files: number;
   skipped: SkipReport;
 }
 
@@ -232,7 +234,7 @@ export async function packTree(root: string, options: PackOptions): Promise<Pack
     kept = next;
   }
   const data = writeBundleTar(kept);
-  return { digest: createHash('sha256').update(data).digest('hex'), data, entries: kept.length, skipped };
+  return { digest: createHash('sha256').update(data).digest('hex'), data, entries: kept.length, files: kept.filter((e) => e.type === 'file').length, skipped };
 }
 
 /** The file's bytes, read through a descriptor that is still the inode the walk saw; null when unreadable. */

@@ -10,7 +10,7 @@ import type { Workflow } from '../contracts/constants.js';
 import { normalizeToolInput } from '../contracts/tool-input.js';
 import { flag, flagAll, has, usageError, type ParsedArgs } from '../config/args.js';
 import { sourcesFrom } from './sources.js';
-import { EXIT } from './exit-codes.js';
+import { EXIT, endedTaskExit } from './exit-codes.js';
 import { withPath } from './path-errors.js';
 
 export interface Io {
@@ -113,7 +113,8 @@ export async function printResult(result: Record<string, unknown>, io: Io, json:
     const err = result.error as { code: string; message: string; state: string } | null | undefined;
     io.stdout(`${String(result.taskId)} ${status}: no answer was committed${err ? ` (${err.code} while ${err.state}: ${err.message})` : ''}.\n`);
   }
-  if (answer.present) return EXIT.ok;
+  // Verified but written from nothing has its own code (the header on stderr says why).
+  if (answer.present) return endedTaskExit('completed', result.nothingRead as boolean | undefined);
   // Still running is neither success nor failure: its own code, so a script cannot take it for a result.
   return status === 'running' ? EXIT.stillRunning : EXIT.failed;
 }

@@ -142,6 +142,7 @@ ${SUBMIT_USAGE}
 Submits a job over the repository (--repo, default the current directory) and prints the
 receipt; with --wait, follows it and prints the verified answer (starting an embedded daemon
 when none answers). The arguments are validated before any daemon is contacted (exit 2).
+With --wait, a completed task that could read none of the repository's files exits 66.
 `,
   research: `Usage:
 ${SUBMIT_USAGE}
@@ -150,12 +151,14 @@ ${SOURCES_HELP}
 the fetchable ones become sources (purpose: the result's rank, query and title). Without --yes
 nothing is submitted (exit 2).
 The arguments, sources included, are validated before any daemon is contacted (exit 2).
+With --wait, a completed task none of whose sources could be fetched (DNS, refused by policy,
+robots.txt…) exits 66: its answer verifies but is written without them (see "Sources not read").
 `,
   status: `Usage: fusion status ID [--json]\n\nPrints the task's state, error and usage so far.\n${CONNECT}`,
   tasks: `Usage: fusion tasks [--state S] [--limit N] [--watch] [--json]\n\nLists tasks, newest first (at most N, 1–1000, default 100), as a table: id, state, age, duration, objective, caller.\n--watch redraws it as tasks change; --json prints the daemon's reply.\n${CONNECT}`,
   logs: `Usage: fusion logs ID [--follow] [--json]\n\nPrints a task's events: state changes, each candidate attempt and its tool calls, the end.\n--follow keeps printing until the task ends (a heartbeat every FUSION_PROGRESS_HEARTBEAT_S seconds, default 15);\n--json prints the events as NDJSON.\n${CONNECT}`,
-  result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nExit 0 with an answer, 1 when the task ended without one, 75 while it is still running.\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
-  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (--timeout, default 600 s, at most 86400 s; 0 reports the state at once) for the task to end; exit 0 when it completed, 1 when it failed or was\ncancelled, 124 (and "timed out" on stderr) when the timeout expired first.\n${CONNECT}`,
+  result: `Usage: fusion result ID [--delivery auto|inline|artifact] [--json]\n\nPrints the verified answer (header on stderr, text on stdout); never blocks, never truncates.\nExit 0 with an answer, 1 when the task ended without one, 75 while it is still running,\n66 when the answer verifies but the task read nothing (none of its declared sources, or none of the\nrepository's files: "nothingRead": true in the JSON form; the answer's last section says why).\nThe JSON form carries "citations": the check of every quote in the answer.\n${CONNECT}`,
+  wait: `Usage: fusion wait ID [--timeout SECONDS] [--json]\n\nWaits (--timeout, default 600 s, at most 86400 s; 0 reports the state at once) for the task to end; exit 0 when it completed, 1 when it failed or was\ncancelled, 66 when it completed but read nothing (none of its declared sources or repository files;\n"nothingRead": true in the JSON form), 124 (and "timed out" on stderr) when the timeout expired first.\n${CONNECT}`,
   cancel: `Usage: fusion cancel ID [--json]\n\nCancels a running task and waits until its sandboxes are gone; prints the task with its usage.\n${CONNECT}`,
   validate: 'Usage: fusion validate fusion_investigate|fusion_research [FILE|-] [--json]\n\nPrints the normalised arguments as JSON (exit 0) or the exact validation message (exit 2). Creates nothing.\n',
   models: MODELS_HELP,
@@ -194,7 +197,7 @@ const EXAMPLES: Readonly<Record<Command, readonly string[]>> = {
   tasks: ['fusion tasks', 'fusion tasks --state running --limit 20 --json', 'fusion tasks --watch'],
   logs: ['fusion logs ID', 'fusion logs ID --follow', 'fusion logs ID --json'],
   result: ['fusion result ID', 'fusion result ID --json > result.json   # exit 75 while the task still runs'],
-  wait: ['fusion wait ID --timeout 60   # exit 124 when it timed out'],
+  wait: ['fusion wait ID --timeout 60   # exit 124 when it timed out', 'fusion wait ID --json   # exit 66 ("nothingRead": true) when it completed but read nothing'],
   cancel: ['fusion cancel ID'],
   validate: ['echo \'{"objective":"o","background":[],"deliverable":"d"}\' | fusion validate fusion_investigate'],
   models: ['fusion models check', 'fusion models check --candidate-model openai:qwen3@http://127.0.0.1:11434/v1 --json'],

@@ -20,7 +20,7 @@ import type { Io } from './commands.js';
 import type * as CommandsModule from './commands.js';
 import { COMMAND_HELP, HELP, wantsHelp } from './help.js';
 import { cliErrorOf, isConnectionLoss, quietOnEpipe, whileWaiting } from './daemon-gone.js';
-import { EXIT } from './exit-codes.js';
+import { EXIT, endedTaskExit } from './exit-codes.js';
 
 function processIo(): Io {
   return {
@@ -49,10 +49,9 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
   const [{ buildConfig, startDaemon }, { daemonConfigInput }] = await Promise.all([import('../client/daemon-modules.js').then((m) => m.loadDaemonModule()), import('../config/settings.js')]);
   const config = buildConfig(daemonConfigInput(args, env), configFieldLabel);
   const daemon = await startDaemon(config, { env });
-  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
-  io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
-  if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
-  const report = await new Promise<ShutdownReport>((resolve) => {
+  // The handlers are in place before the "listening" line: whoever waits for that line to stop
+  // the daemon (a supervisor, a test) must get the graceful stop, not the default death.
+  const stopped = new Promise<ShutdownReport>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {
       // A second signal while stopping ends the process now (the runs stay resumable, as at the deadline).
@@ -67,6 +66,10 @@ async function runDaemon(args: ParsedArgs, env: Env, io: Io): Promise<number> {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
   });
+  if (config.researchStore === 'memory') io.stderr('warning: --research-store memory: research runs are lost when this daemon stops\n');
+  io.stderr(`fusion daemon listening on ${daemon.socketPath} (data ${config.home})\n`);
+  if (daemon.tcp) io.stderr(`research API listening on http://${daemon.tcp.host.includes(':') ? `[${daemon.tcp.host}]` : daemon.tcp.host}:${daemon.tcp.port}\n`);
+  const report = await stopped;
   if (report.exitCode !== 0) {
     io.stderr(`fusion daemon: shutdown deadline (${config.shutdownTimeoutS} s) passed while ${report.stuckAt ?? 'stopping'}; abandoned ${report.abandonedTasks.length} task run(s) and ${report.abandonedResearchRuns} research run(s), which resume later\n`);
     // Whatever still holds the event loop (a connection that never answers) must not keep it.
@@ -344,7 +347,7 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
       // The daemon's long-poll holds at most 600 s; a longer wait (a candidate may run 50 min) is
       // a chain of them up to the deadline. 0 is one poll that returns the state at once.
       const deadline = Date.now() + Math.round(seconds * 1000);
-      type WaitReply = { terminal: boolean; task: Record<string, unknown>; notification: unknown };
+      type WaitReply = { terminal: boolean; task: Record<string, unknown>; notification: unknown; nothingRead?: boolean };
       let reply: WaitReply;
       do {
         const slice = Math.min(Math.max(deadline - Date.now(), 0), MAX_POLL_MS);
@@ -357,7 +360,11 @@ export async function runCli(argv: readonly string[], env: Env, io: Io): Promise
         io.stderr(`fusion wait: timed out after ${seconds} s: ${waitId} is still ${String(reply.task.state)}; wait again with 'fusion wait ${waitId}'\n`);
         return EXIT.timedOut;
       }
-      return reply.task.status === 'completed' ? EXIT.ok : EXIT.failed;
+      const code = endedTaskExit(String(reply.task.status), reply.nothingRead);
+      if (code === EXIT.nothingRead && !has(args, 'json')) {
+        io.stderr(`${waitId} completed, but read nothing: none of its ${reply.task.workflow === 'research' ? 'declared sources' : "repository's files"} could be read; 'fusion result ${waitId}' says why\n`);
+      }
+      return code;
     }
     case 'cancel': {
       const args = parse('cancel');

@@ -35,6 +35,8 @@ export interface WaitReply {
   terminal: boolean;
   task: TaskView;
   notification: TerminalNotification | null;
+  /** Completed: true when it read none of its declared sources or repository files (docs/behaviour.md#nothing-read). */
+  nothingRead?: boolean;
 }
 
 export interface SubmitOptions {

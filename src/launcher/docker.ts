@@ -28,7 +28,8 @@ import { chmod, chown, copyFile, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
+import { importOptionalPeer } from '../contracts/optional-peers.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
@@ -84,10 +85,19 @@ export interface DockerLauncher extends Launcher {
   runtimes(): Promise<string[]>;
 }
 
+/**
+ * The engine client, made on the first engine call: dockerode is loaded then, not with this module,
+ * so a daemon whose sandboxes never reach Docker never loads it (docs/architecture.md#optional-peers).
+ */
+function lazyClient(socketPath: string, given?: Docker): () => Promise<Docker> {
+  let client: Promise<Docker> | undefined = given === undefined ? undefined : Promise.resolve(given);
+  return () => (client ??= importOptionalPeer(() => import('dockerode')).then(({ default: Dockerode }) => new Dockerode({ socketPath })));
+}
+
 /** Whether the engine still has a container of that name (for the uid pool's liveness check); errors count as yes. */
 export function dockerContainerProbe(socketPath: string = DEFAULT_DOCKER_SOCKET): (name: string) => Promise<boolean> {
-  const docker = new Docker({ socketPath });
-  return (name) => docker.getContainer(name).inspect().then(() => true, (err: EngineError) => err.statusCode !== 404);
+  const docker = lazyClient(socketPath);
+  return async (name) => (await docker()).getContainer(name).inspect().then(() => true, (err: EngineError) => err.statusCode !== 404);
 }
 
 function launchError(message: string, details: Record<string, unknown>, cause?: unknown): FusionError {
@@ -128,7 +138,7 @@ async function preparePaths(spec: SandboxSpec, identity: SandboxIdentity, outOnT
 export function createDockerLauncher(options: DockerLauncherOptions): DockerLauncher {
   const log = options.log.child({ component: 'launcher', launcher: options.name ?? 'docker' });
   const socketPath = options.socketPath ?? DEFAULT_DOCKER_SOCKET;
-  const docker = options.docker ?? new Docker({ socketPath });
+  const docker = lazyClient(socketPath, options.docker);
   const image = options.image ?? CHILD_IMAGE;
   const owner = options.owner ?? 'default';
   const nanoCpus = Math.round((options.cpus ?? 1) * 1e9);
@@ -146,16 +156,18 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     if (options.docker === undefined && !(await stat(socketPath).then((s) => s.isSocket(), () => false))) {
       return { ok: false, reason: `Docker engine not reachable (no socket at ${socketPath}); ${ENGINE_HINT}` };
     }
+    // A missing dockerode is the installation's fault, not the engine's: its own invalid_config.
+    const engine = await docker();
     let version: { ApiVersion?: string };
     try {
-      version = (await withTimeout(docker.version(), CHECK_TIMEOUT_MS, 'the Docker engine')) as { ApiVersion?: string };
+      version = (await withTimeout(engine.version(), CHECK_TIMEOUT_MS, 'the Docker engine')) as { ApiVersion?: string };
     } catch (err) {
       return { ok: false, reason: `Docker engine not reachable at ${socketPath} (${untrusted(engineMessage(err), 200)}); ${ENGINE_HINT}` };
     }
     const [major = 0, minor = 0] = (version.ApiVersion ?? '0.0').split('.').map(Number);
     if (major < 1 || (major === 1 && minor < 41)) return { ok: false, reason: `Docker engine API ${version.ApiVersion ?? '?'} is too old (needs 1.41, Docker 20.10+)` };
     try {
-      const info = await withTimeout(docker.getImage(image).inspect(), 5_000, 'image inspect');
+      const info = await withTimeout(engine.getImage(image).inspect(), 5_000, 'image inspect');
       if (info.Config?.Labels?.[CHILD_IMAGE_LABEL] !== '1') return { ok: false, reason: `image ${image} is not a fusion child image (label ${CHILD_IMAGE_LABEL}=1 missing); run make image` };
     } catch (err) {
       if ((err as EngineError).statusCode === 404) return { ok: false, reason: `child image ${image} missing; run make image` };
@@ -165,9 +177,10 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   }
 
   async function reapOrphans(liveTaskIds: Set<string>): Promise<string[]> {
+    const engine = await docker();
     let containers: Docker.ContainerInfo[];
     try {
-      containers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABELS.sandbox}=1`, `${LABELS.owner}=${owner}`] }) });
+      containers = await engine.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABELS.sandbox}=1`, `${LABELS.owner}=${owner}`] }) });
     } catch (err) {
       throw new FusionError('sandbox_unavailable', `cannot list sandbox containers: ${untrusted(engineMessage(err), 300)}; ${ENGINE_HINT}`, { cause: err });
     }
@@ -176,7 +189,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       const taskId = c.Labels[LABELS.taskId] ?? '';
       if (live.has(c.Id) || liveTaskIds.has(taskId)) continue;
       try {
-        await docker.getContainer(c.Id).remove({ force: true });
+        await engine.getContainer(c.Id).remove({ force: true });
         reaped.push(c.Id);
         log.warn({ containerId: c.Id.slice(0, 12), taskId, label: c.Labels[LABELS.attempt], state: c.State }, 'orphan sandbox container removed');
       } catch (err) {
@@ -222,7 +235,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       const config = containerConfig({ spec, image, identity: as, nanoCpus, owner, seccompOpt, ...(outMount === undefined ? {} : { outSource: outMount.dir }), ...(requestCopy === undefined ? {} : { requestCopy }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }), ...(options.pidsHeadroom === undefined ? {} : { pidsHeadroom: options.pidsHeadroom }) });
       if (config.name !== undefined) who.noteContainer(config.name);
       try {
-        container = await docker.createContainer(config);
+        container = await (await docker()).createContainer(config);
       } catch (err) {
         const status = (err as EngineError).statusCode;
         if (status === 404) throw new FusionError('sandbox_unavailable', `child image ${image} missing; run make image`, { cause: err, details: base });
@@ -337,7 +350,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   }
 
   async function runtimes(): Promise<string[]> {
-    const info = (await withTimeout(docker.info() as Promise<{ Runtimes?: Record<string, unknown> }>, CHECK_TIMEOUT_MS * 5, 'the Docker engine')) ?? {};
+    const info = (await withTimeout((await docker()).info() as Promise<{ Runtimes?: Record<string, unknown> }>, CHECK_TIMEOUT_MS * 5, 'the Docker engine')) ?? {};
     return Object.keys(info.Runtimes ?? {});
   }
 

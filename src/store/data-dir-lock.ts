@@ -17,10 +17,11 @@
  */
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import sqlite3 from 'sqlite3';
+import type sqlite3 from 'sqlite3';
 import { DATA_DIR_OWNER_FILE, readDataDirOwner, type DataDirOwner } from './data-dir-record.js';
 import { isStorageFull } from './storage-full.js';
 import { FusionError } from '../errors.js';
+import { importOptionalPeer } from '../contracts/optional-peers.js';
 
 export const DATA_DIR_LOCK_FILE = 'daemon.lock';
 export { readDataDirOwner };
@@ -44,9 +45,10 @@ const TAKE = [
   'COMMIT',
 ].join(';\n');
 
-function openDb(file: string): Promise<sqlite3.Database> {
+async function openDb(file: string): Promise<sqlite3.Database> {
+  const driver = (await importOptionalPeer(() => import('sqlite3'))).default;
   return new Promise((resolve, reject) => {
-    const db = new sqlite3.Database(file, sqlite3.OPEN_READWRITE | sqlite3.OPEN_CREATE, (err) => (err ? reject(err) : resolve(db)));
+    const db = new driver.Database(file, driver.OPEN_READWRITE | driver.OPEN_CREATE, (err) => (err ? reject(err) : resolve(db)));
   });
 }
 
@@ -74,6 +76,7 @@ export async function takeDataDirLock(home: string, owner: { socket: string; hol
   try {
     db = await openDb(file);
   } catch (err) {
+    if (err instanceof FusionError) throw err;
     throw new FusionError('invalid_config', `cannot open the data directory lock ${file}: ${(err as Error).message}`, { cause: err, details: { field: 'data', path: file } });
   }
   try {

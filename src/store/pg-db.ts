@@ -8,7 +8,8 @@
  * client. PostgreSQL's row locks (READ COMMITTED) make the store's compare-and-set UPDATEs
  * exact across daemons: a second UPDATE … WHERE state = ? waits for the first and re-checks.
  */
-import pg from 'pg';
+import type pg from 'pg';
+import { importOptionalPeer } from '../contracts/optional-peers.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { describeSql, type ConstraintKind, type RunResult, type SqlDb, type SqlExecutor, type SqlParam } from './sql-port.js';
@@ -18,10 +19,12 @@ const MIGRATION_LOCK_KEY = 0x46555331; // "FUS1"
 
 /** int8 (COUNT, BIGSERIAL) arrives as a JS number: store values stay far below 2^53. */
 const INT8_OID = 20;
-const TYPES = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format ?? 'text')) as pg.CustomTypesConfig['getTypeParser'],
-};
+function typeParsers(driver: typeof pg): pg.CustomTypesConfig {
+  return {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+      oid === INT8_OID ? (value: string) => Number(value) : driver.types.getTypeParser(oid, format ?? 'text')) as pg.CustomTypesConfig['getTypeParser'],
+  };
+}
 
 const PG_CONSTRAINTS: Record<string, ConstraintKind> = { '23505': 'unique', '23503': 'foreign_key' };
 
@@ -133,7 +136,9 @@ export class PgDb implements SqlDb {
 
   /** Connects once (so a wrong URL fails at start-up, not on the first request). */
   static async open(url: string, log: Logger, options: { maxConnections?: number } = {}): Promise<PgDb> {
-    const pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10, types: TYPES, connectionTimeoutMillis: 10_000 });
+    // The driver is loaded here, not with the module: a daemon on SQLite never connects.
+    const driver = (await importOptionalPeer(() => import('pg'))).default;
+    const pool = new driver.Pool({ connectionString: url, max: options.maxConnections ?? 10, types: typeParsers(driver), connectionTimeoutMillis: 10_000 });
     // An idle client's error (server restart) is emitted on the pool; never let it crash the process.
     pool.on('error', (err) => log.error({ err: wrapError(err, 'idle client') }, 'postgres pool error'));
     try {

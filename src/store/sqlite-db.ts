@@ -9,7 +9,8 @@
  * above `store/` ever sees a sqlite error type.
  */
 import { open as openFile, chmod } from 'node:fs/promises';
-import sqlite3 from 'sqlite3';
+import type sqlite3 from 'sqlite3';
+import { importOptionalPeer } from '../contracts/optional-peers.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { describeSql as describe, type ConstraintKind, type RunResult, type SqlDb, type SqlExecutor, type SqlParam } from './sql-port.js';
@@ -70,10 +71,12 @@ export class SqliteDb implements SqlDb {
    * main file's permissions (sqlite's unix VFS copies them).
    */
   static async open(file: string, log: Logger): Promise<SqliteDb> {
+    // The driver is loaded here, not with the module: a daemon on PostgreSQL never opens one.
+    const driver = (await importOptionalPeer(() => import('sqlite3'))).default;
     await createPrivateFile(file, log);
     const db = await new Promise<sqlite3.Database>((resolve, reject) => {
-      const mode = sqlite3.OPEN_READWRITE | sqlite3.OPEN_CREATE | sqlite3.OPEN_FULLMUTEX;
-      const handle: sqlite3.Database = new sqlite3.Database(file, mode, (err) => {
+      const mode = driver.OPEN_READWRITE | driver.OPEN_CREATE | driver.OPEN_FULLMUTEX;
+      const handle: sqlite3.Database = new driver.Database(file, mode, (err) => {
         if (err) reject(wrapError(err, 'open'));
         else resolve(handle);
       });

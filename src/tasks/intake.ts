@@ -101,7 +101,7 @@ export function packAtSubmit(
 }
 
 export function snapshotReport(packed: PackedBundle): RepoSnapshotReport {
-  return { digest: packed.digest, entries: packed.entries, skipped: packed.skipped };
+  return { digest: packed.digest, entries: packed.entries, files: packed.files, skipped: packed.skipped };
 }
 
 export function snapshotJson(packed: PackedBundle): string {

@@ -12,6 +12,7 @@ import type { DeliveryMode } from '../contracts/api.js';
 import type { ResultRecord, Store, TaskRecord } from '../store/port.js';
 import { isTerminal, statusOf } from '../contracts/task-state.js';
 import { sha256Hex } from '../contracts/sha256.js';
+import { nothingReadOf, nothingReadSentence, type NothingRead, type NothingReadMetadata } from './nothing-read.js';
 
 export interface BgResult {
   taskId: string;
@@ -30,6 +31,13 @@ export interface BgResult {
   citations?: unknown;
   /** The repository snapshot the task ran over: its digest, and what was left out and why (docs/behaviour.md#what-the-task-could-read). */
   repository?: unknown;
+  /** A research task's declared sources no candidate fetched, each with the last failure (docs/behaviour.md#what-the-task-could-read). */
+  sourcesNotRead?: unknown;
+  /**
+   * Completed: true when the task read none of its declared sources (research) or none of its
+   * repository's files, so the verified answer is written from nothing (docs/behaviour.md#nothing-read).
+   */
+  nothingRead?: boolean;
   /**
    * With a signing key: true when the answer was checked against the signed task tarball; false
    * for a task sealed unsigned before the key was created (then `sealedBeforeKey` says when).
@@ -126,7 +134,8 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
   }
   const { result, answer, answerSha, metadata, answerPath, seal } = await verifiedAnswer(store, task, options);
 
-  const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).`;
+  const nothing = nothingReadOf(task.workflow, task.canonicalInput, metadata);
+  const header = `Answer: ${answer.length} bytes, sha256:${answerSha} (verified).${nothing === null ? '' : ` ${nothingReadSentence(nothing)}`}`;
   const fits = answer.length <= INLINE_LIMIT_BYTES;
   if (delivery === 'inline' && !fits) {
     throw new FusionError(
@@ -146,6 +155,8 @@ export async function readBgResult(store: Store, task: TaskRecord, delivery: Del
     ...(metadata.engine === undefined ? {} : { engine: metadata.engine }),
     ...(metadata.citations === undefined ? {} : { citations: metadata.citations }),
     ...(metadata.repository === undefined ? {} : { repository: metadata.repository }),
+    ...(metadata.sources_not_read === undefined ? {} : { sourcesNotRead: metadata.sources_not_read }),
+    nothingRead: nothing !== null,
     ...(seal === undefined ? {} : seal),
     ...(usage === undefined ? {} : { usage }),
   };
@@ -155,7 +166,7 @@ interface VerifiedAnswer {
   result: ResultRecord;
   answer: Buffer;
   answerSha: string;
-  metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown; repository?: unknown };
+  metadata: { engine?: string; attempts?: AttemptDigest[]; answer_sha256?: string; citations?: unknown } & NothingReadMetadata;
   /** The answer file read: the committed path, or this daemon's copy after a restore elsewhere. */
   answerPath: string;
   /** With a signing key: how the task tarball vouches for the answer. */
@@ -191,6 +202,22 @@ async function verifiedAnswer(store: Store, task: TaskRecord, options: ResultRea
   const seal = sealCheck === undefined ? undefined : await sealCheck(task, answerSha, result.metadata);
 
   return { result, answer, answerSha, metadata, answerPath, ...(seal === undefined ? {} : { seal }) };
+}
+
+/**
+ * For `/wait`: whether a completed task read nothing (docs/behaviour.md#nothing-read), from its
+ * committed metadata once that recomputes to its digest; null for a task not completed or a
+ * result that does not check (bg_result then says why). No usage is claimed: this is not a retrieval.
+ */
+export async function completedNothingRead(store: Store, task: TaskRecord): Promise<NothingRead | null> {
+  if (task.state !== 'completed') return null;
+  const result = await store.getResult(task.id);
+  if (result === null || sha256Hex(result.metadata) !== result.metadataSha256) return null;
+  try {
+    return nothingReadOf(task.workflow, task.canonicalInput, JSON.parse(result.metadata) as NothingReadMetadata);
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -8,12 +8,14 @@ import type { SkipReport } from '../bundles/pack.js';
 
 /**
  * The repository snapshot a task runs over (docs/operations.md#repository-snapshots): its digest,
- * how many entries it holds, and what the packer left out and why (the result and the answer say
- * so when the caller could not read files or the secrets rule left some out).
+ * how many entries and regular files it holds, and what the packer left out and why (the result
+ * and the answer say so when the caller could not read files or the secrets rule left some out).
  */
 export interface RepoSnapshotReport {
   digest: string;
   entries: number;
+  /** Absent in a snapshot recorded before files were counted. */
+  files?: number;
   skipped: SkipReport;
 }
 

@@ -28,7 +28,8 @@ import { mkdirDurable, writeFileDurable } from '../common/durable-fs.js';
 import type { RepoAccessCheck } from './repo-access.js';
 import type { PackedBundle } from '../bundles/pack.js';
 import type { DeliveryMode } from '../contracts/api.js';
-import { readAnswerBytes, readBgResult, type BgResult, type ResultReadOptions } from './result-reader.js';
+import { completedNothingRead, readAnswerBytes, readBgResult, type BgResult, type ResultReadOptions } from './result-reader.js';
+import type { NothingRead } from './nothing-read.js';
 import { Admission } from './admission.js';
 import { TaskEventPublisher } from './task-events.js';
 import { ClusterBridge, type Cluster } from './cluster-bridge.js';
@@ -251,6 +252,11 @@ export class TaskService {
   /** A terminal task's result (result-reader.ts), with this daemon's copy of its answer file. */
   readResult(task: TaskRecord, delivery: DeliveryMode, checks: ResultChecks): Promise<BgResult> {
     return readBgResult(this.deps.store, task, delivery, this.readOptions(checks));
+  }
+
+  /** Whether a completed task read none of its sources or files (nothing-read.ts); null otherwise. */
+  nothingRead(task: TaskRecord): Promise<NothingRead | null> {
+    return completedNothingRead(this.deps.store, task);
   }
 
   /** A completed task's answer bytes, checked against the committed digest. */

@@ -8,10 +8,10 @@
  */
 import type { RepoSnapshotReport } from '../tasks/runner-port.js';
 
-/** The result's `repository` member: the snapshot's digest, size and every skip count, with the named paths. */
+/** The result's `repository` member: the snapshot's digest, size (entries, regular files) and every skip count, with the named paths. */
 export function snapshotMetadata(report: RepoSnapshotReport | undefined): Record<string, unknown> | undefined {
   if (report === undefined) return undefined;
-  return { snapshot_sha256: report.digest, entries: report.entries, skipped: report.skipped.counts, skipped_paths: report.skipped.paths };
+  return { snapshot_sha256: report.digest, entries: report.entries, ...(report.files === undefined ? {} : { files: report.files }), skipped: report.skipped.counts, skipped_paths: report.skipped.paths };
 }
 
 /** The closing section naming files the task could not read (empty when there are none). */

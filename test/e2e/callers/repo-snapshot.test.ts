@@ -272,6 +272,7 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
     // The result says what was left out, and why.
     expect(result.json.repository).toMatchObject({ skipped: { unreadable: 1, secret: 1 }, skipped_paths: { unreadable: ['src/refill-notes.js'], secret: ['.env'] } });
     expect(result.json.repository.skipped_paths.ignored).toEqual(expect.arrayContaining(['generated/']));
+    expect(result.json.nothingRead).toBe(false);
     const row = (await root().call('GET', `/v1/tasks/${taskId}`)) as Record<string, any>;
     expect(row.repo).toBe(repo);
   }, 240_000);
@@ -303,8 +304,12 @@ suite('a task reads only what its caller can read, through a snapshot the daemon
     expect(text).toContain('## Files not read');
     expect(text).toContain(`${files.length} paths were left out because the submitting user cannot read them:`);
     for (const f of files.slice(0, 20)) expect(text).toContain(`- \`${f}\``);
-    expect(result.json.repository).toMatchObject({ entries: expect.any(Number), skipped: { unreadable: files.length } });
+    expect(result.json.repository).toMatchObject({ entries: expect.any(Number), files: 0, skipped: { unreadable: files.length } });
     expect(result.json.repository.skipped_paths.unreadable).toEqual(files.slice(0, 20));
+    // Verified, but written from nothing: the result says so, not only the answer's last section.
+    expect(result.json.nothingRead).toBe(true);
+    expect(result.json.answer.header).toContain("Nothing was read: none of the repository's files could be read");
+    expect((await asAlice('GET', `/v1/tasks/${taskId}/wait?timeoutMs=0`)).json).toMatchObject({ terminal: true, nothingRead: true });
   }, 240_000);
 
   it('a restarted daemon resumes the task over the snapshot it started with; with that snapshot gone it fails repo_snapshot_missing', async () => {

@@ -40,6 +40,8 @@ describe('packTree', () => {
     expect(pa.digest).toBe(pb.digest);
     expect(pa.data.equals(pb.data)).toBe(true);
     expect(paths(pa.data)).toEqual(['file:README.md', 'dir:src', 'file:src/a.ts', 'file:src/b.ts']);
+    // Regular files are counted apart from directories: none means the task reads no file.
+    expect([pa.entries, pa.files]).toEqual([4, 3]);
     writeFileSync(join(b, 'src/a.ts'), 'A');
     expect((await packTree(b, opts)).digest).not.toBe(pa.digest);
   });

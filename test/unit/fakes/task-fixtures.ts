@@ -36,7 +36,7 @@ export function makeDirs(): Dirs {
 }
 
 /** Commits `answer` after walking every state, like the workflow does. */
-export function completingRunner(dirs: Dirs, answer = 'The answer.\n'): TaskRunner & { runs: TaskRunContext[] } {
+export function completingRunner(dirs: Dirs, answer = 'The answer.\n', extraMetadata: Record<string, unknown> = {}): TaskRunner & { runs: TaskRunContext[] } {
   const runs: TaskRunContext[] = [];
   return {
     runs,
@@ -46,7 +46,7 @@ export function completingRunner(dirs: Dirs, answer = 'The answer.\n'): TaskRunn
       for (const s of ['candidates_running', 'candidates_complete', 'evaluating', 'evaluation_complete', 'merging'] as const) await control.transition(s);
       const answerPath = join(dirs.base, `${task.id}.md`);
       writeFileSync(answerPath, answer);
-      const metadata = JSON.stringify({ engine: 'fake', answer_sha256: sha256Hex(answer) });
+      const metadata = JSON.stringify({ engine: 'fake', answer_sha256: sha256Hex(answer), ...extraMetadata });
       await control.commit({
         taskId: task.id,
         answerPath,

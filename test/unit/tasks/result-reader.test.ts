@@ -22,6 +22,13 @@ async function completed(answer?: string): Promise<Harness & { taskId: string }>
   return { ...h, taskId };
 }
 
+async function completedWith(metadata: Record<string, unknown>): Promise<Harness & { taskId: string }> {
+  const h = makeService(dirs, completingRunner(dirs, 'The answer.\n', metadata));
+  const { taskId } = await h.service.submit({ workflow: 'investigate', arguments: INVESTIGATE_ARGS, repo: dirs.repo });
+  await until(async () => (await h.service.get(taskId)).state === 'completed');
+  return { ...h, taskId };
+}
+
 describe('readBgResult', () => {
   it('delivers a verified answer inline, with the engine and a header naming the digest', async () => {
     const { store, taskId } = await completed('The answer.\n');
@@ -74,6 +81,41 @@ describe('readBgResult', () => {
     const read = await readBgResult(store, (await store.getTask(taskId))!, 'auto', { sealCheck: async () => ({ signed: false, sealedBeforeKey: '2026-01-02T03:04:05.000Z' }) });
     expect(read).toMatchObject({ signed: false, sealedBeforeKey: '2026-01-02T03:04:05.000Z' });
     expect(read.answer.present).toBe(true);
+  });
+
+  it('a completed task that read nothing says so: nothingRead, sourcesNotRead and the header sentence (docs/behaviour.md#nothing-read)', async () => {
+    const sources = [{ url: 'https://a.example.test/doc', purpose: 'docs' }, { url: 'https://b.example.test/doc', purpose: 'more docs' }];
+    const notRead = sources.map((s) => ({ url: s.url, reason: 'dns_error: no such host' }));
+    const h = makeService(dirs, completingRunner(dirs, 'Nothing confirmed.\n', { sources_not_read: notRead }));
+    const { taskId } = await h.service.submit({ workflow: 'research', arguments: { ...INVESTIGATE_ARGS, sources }, repo: dirs.repo });
+    await until(async () => (await h.service.get(taskId)).state === 'completed');
+    const task = (await h.store.getTask(taskId))!;
+    const result = await readBgResult(h.store, task);
+    expect(result).toMatchObject({ status: 'completed', nothingRead: true, sourcesNotRead: notRead, answer: { present: true, verified: true } });
+    expect(result.answer.present && result.answer.header).toMatch(/\(verified\)\. Nothing was read: none of its 2 declared sources could be fetched, so the answer is written without them \(see "Sources not read"\)\.$/u);
+    expect(await h.service.nothingRead(task)).toEqual({ what: 'sources', count: 2 });
+
+    // One source read: a real success, with the other still named.
+    const one = makeService(dirs, completingRunner(dirs, 'Read one.\n', { sources_not_read: notRead.slice(1) }));
+    const second = await one.service.submit({ workflow: 'research', arguments: { ...INVESTIGATE_ARGS, sources }, repo: dirs.repo });
+    await until(async () => (await one.service.get(second.taskId)).state === 'completed');
+    const partial = await readBgResult(one.store, (await one.store.getTask(second.taskId))!);
+    expect(partial).toMatchObject({ nothingRead: false, sourcesNotRead: notRead.slice(1) });
+    expect(partial.answer.present && partial.answer.header).toMatch(/\(verified\)\.$/u);
+  });
+
+  it('a repository none of whose files the caller could read is nothing read; a result that does not check is not judged', async () => {
+    const { store, service, taskId } = await completedWith({ repository: { entries: 2, files: 0, skipped: { unreadable: 3, secret: 1 } } });
+    const task = (await store.getTask(taskId))!;
+    expect(await readBgResult(store, task)).toMatchObject({ nothingRead: true, repository: { files: 0 } });
+    expect(await service.nothingRead(task)).toEqual({ what: 'files', count: 4 });
+    const row = (await store.getResult(taskId))!;
+    const tampered = { ...row, metadata: row.metadata.replace('"files":0', '"files":1') };
+    const checked = { ...store, getResult: async () => tampered } as unknown as typeof store;
+    const { completedNothingRead } = await import('../../../src/tasks/result-reader.js');
+    expect(await completedNothingRead(checked, task)).toBeNull();
+    const plain = await completed();
+    expect(await readBgResult(plain.store, (await plain.store.getTask(plain.taskId))!)).toMatchObject({ nothingRead: false });
   });
 
   it('a failed task has no answer and carries its error', async () => {

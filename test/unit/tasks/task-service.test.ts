@@ -250,7 +250,7 @@ describe('TaskService on a full disk (docs/behaviour.md#b13)', () => {
 });
 
 describe('TaskService repository bundles (docs/operations.md#repository-bundles)', () => {
-  const packed = { digest: 'b'.repeat(64), data: Buffer.from('tar'), entries: 1, skipped: emptySkipReport() };
+  const packed = { digest: 'b'.repeat(64), data: Buffer.from('tar'), entries: 1, files: 1, skipped: emptySkipReport() };
   function bundles(checkout: (digest: string) => Promise<string>) {
     const packs: PackRequest[] = [];
     return { packs, deps: { pack: async (req: PackRequest) => (packs.push(req), packed), checkout, maxBytes: 1024 } };
