@@ -150,6 +150,9 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     try {
       version = (await withTimeout(docker.version(), CHECK_TIMEOUT_MS, 'the Docker engine')) as { ApiVersion?: string };
     } catch (err) {
+      // The engine may well be running: this user just may not open its socket. Starting or
+      // installing Docker would not help, joining the socket's group would.
+      if ((err as EngineError).code === 'EACCES') return { ok: false, reason: `no access to Docker: permission denied on ${socketPath} (this user is not in the docker group: \`usermod -aG docker USER\`, then log in again; or use the bwrap backend)` };
       return { ok: false, reason: `Docker engine not reachable at ${socketPath} (${untrusted(engineMessage(err), 200)}); ${ENGINE_HINT}` };
     }
     const [major = 0, minor = 0] = (version.ApiVersion ?? '0.0').split('.').map(Number);
