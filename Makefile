@@ -50,8 +50,11 @@ test: setup lint typecheck
 screenshots: setup
 	FUSION_TEST_SKIP_BUILD=1 FUSION_SCREENSHOTS_DIR=$(CURDIR)/docs/dashboard $(NODE_BIN)/vitest run test/e2e/dashboard/dashboard.test.ts
 
-run: setup
-	node dist/src/cli/main.js investigate --repo $(CURDIR) --wait \
+# The child image too (image-ready: built or refreshed when an engine answers, so `auto` never
+# picks an image of other child code); `@` keeps make's echo of the command off stdout, which is
+# the answer's.
+run: setup image-ready
+	@node dist/src/cli/main.js investigate --repo $(CURDIR) --wait \
 	  --objective "Find where the task state machine and its transition table are implemented" \
 	  --background "The daemon moves each Fusion task through the states of its task state machine (see docs/behaviour.md#b2)" \
 	  --deliverable "The file and lines that define the states and allowed transitions"

@@ -4,6 +4,8 @@
 # The build context is a staged directory with only Dockerfile.child and opt/fusion/: the built
 # child code (dist/sandbox) and the dist/ files it imports at run time (found by following its
 # relative imports), plus a package.json declaring ESM. Never the repository or node_modules.
+# The image is labelled org.fusion.child-code=<digest of that code>; the daemon warns when the
+# label differs from its own checkout's (docs/operations.md#child-image).
 #
 # Base image, first match wins (no network wait when something usable is local):
 #   1. $BASE_IMAGE if set (pulled when absent);
@@ -48,38 +50,37 @@ fi
 CTX=$(mktemp -d /tmp/fusion-child-ctx.XXXXXX)
 trap 'rm -rf "$CTX"' EXIT
 cp Dockerfile.child "$CTX/Dockerfile"
-# The runtime import closure of the child entry (relative specifiers only: the child loads no
-# npm package, and node: builtins come with the runtime).
-node --input-type=module - "$CTX/opt/fusion" <<'JS'
-import { readFileSync, mkdirSync, copyFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-const dist = resolve('dist');
+# The child code (the runtime import closure of dist/sandbox/child-main.js) and its digest, by the
+# same module the Docker launcher uses to check an image against its checkout
+# (src/launcher/child-code.ts): the digest becomes the image's org.fusion.child-code label.
+CHILD_CODE=$(node --input-type=module - "$CTX/opt/fusion" <<'JS'
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+const { childCodeFiles, childCodeDigest, CHILD_PACKAGE_JSON } = await import(resolve('dist/src/launcher/child-code.js'));
 const dest = process.argv[2];
-const seen = new Set();
-const queue = [join(dist, 'sandbox', 'child-main.js')];
-const importRe = /(?:^|[;\s])(?:import|export)\s+(?:[^'"]*?\sfrom\s+)?['"](\.{1,2}\/[^'"]+)['"]|import\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)/gm;
-while (queue.length > 0) {
-  const file = queue.shift();
-  if (seen.has(file)) continue;
-  seen.add(file);
-  const text = readFileSync(file, 'utf8');
-  for (const m of text.matchAll(importRe)) queue.push(resolve(dirname(file), m[1] ?? m[2]));
-}
-for (const file of seen) {
-  const rel = relative(dist, file);
-  if (rel.startsWith('..')) throw new Error(`child import outside dist/: ${file}`);
+const files = childCodeFiles('dist');
+for (const rel of files) {
   mkdirSync(join(dest, dirname(rel)), { recursive: true });
-  copyFileSync(file, join(dest, rel));
+  copyFileSync(join('dist', rel), join(dest, rel));
 }
-process.stderr.write(`build-child-image: ${seen.size} files of child code\n`);
+writeFileSync(join(dest, 'package.json'), CHILD_PACKAGE_JSON);
+process.stderr.write(`build-child-image: ${files.length} files of child code\n`);
+process.stdout.write(childCodeDigest('dist'));
 JS
-echo '{"type":"module","private":true}' >"$CTX/opt/fusion/package.json"
+)
 chmod -R a+rX,go-w "$CTX/opt"
+
+# Up to date: the tag already carries this child code on this base (`make run` asks every time).
+if [[ $(docker image inspect --format '{{ index .Config.Labels "org.fusion.child-code" }} {{ index .Config.Labels "org.fusion.base-image" }}' "$IMAGE" 2>/dev/null) == "$CHILD_CODE $base" ]]; then
+  echo "build-child-image: $IMAGE is up to date (child code $CHILD_CODE)" >&2
+  exit 0
+fi
 
 echo "build-child-image: building $IMAGE from $base" >&2
 # The classic builder: it needs no buildx plugin and works with Debian's docker.io 20.10 client.
 if ! out=$(DOCKER_BUILDKIT=0 docker build --quiet -f "$CTX/Dockerfile" --build-arg "BASE_IMAGE=$base" \
-  --label "org.fusion.version=$VERSION" --label "org.fusion.base-image=$base" -t "$IMAGE" "$CTX" 2>&1); then
+  --label "org.fusion.version=$VERSION" --label "org.fusion.base-image=$base" --label "org.fusion.child-code=$CHILD_CODE" \
+  -t "$IMAGE" "$CTX" 2>&1); then
   echo "$out" >&2
   echo "build-child-image: docker build failed" >&2
   exit 1
@@ -87,4 +88,4 @@ fi
 # The image must start node as the sandbox user with nothing of the base's environment.
 docker run --rm --network none "$IMAGE" node -e 'if (process.getuid() !== 65534) process.exit(1)' \
   || { echo "build-child-image: $IMAGE does not run node as uid 65534" >&2; exit 1; }
-echo "build-child-image: built $IMAGE" >&2
+echo "build-child-image: built $IMAGE (child code $CHILD_CODE)" >&2

@@ -77,6 +77,7 @@ export interface OfflineVerifyReport {
   failure?: { member: string; message: string; reason?: 'repository_changed' | 'mismatch' };
 }
 
+/** The first broken member and why; the message does not repeat the member (the report names it beside). */
 class Broken extends Error {
   constructor(readonly member: string, message: string, readonly reason?: 'repository_changed' | 'mismatch') {
     super(message);
@@ -263,7 +264,7 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
     const member = byName.get(entry.name);
     if (member === undefined) throw new Broken(entry.name, `${entry.name} is listed in the manifest but missing from the tarball`);
     if (member.data.length !== entry.bytes || sha256Hex(member.data) !== entry.sha256) {
-      throw new Broken(entry.name, `${entry.name}: sha256 differs from the manifest`);
+      throw new Broken(entry.name, 'sha256 differs from the manifest');
     }
   }
   for (const m of members) {
@@ -328,19 +329,19 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
       const expected = records.filter((r) => (CANDIDATE_TOOLS as readonly string[]).includes(r.tool_name)).map((r) => r.ordinal);
       const got = record.calls.map((c) => c.ordinal);
       if (expected.length !== got.length || expected.some((o, i) => got[i] !== o)) {
-        throw new Broken(replayName, `${replayName}: the record holds calls ${JSON.stringify(got)}, but the log's repository calls are ${JSON.stringify(expected)}`);
+        throw new Broken(replayName, `the record holds calls ${JSON.stringify(got)}, but the log's repository calls are ${JSON.stringify(expected)}`);
       }
       const byOrdinal = new Map(records.map((r) => [r.ordinal, r]));
       for (const call of record.calls) {
         const logged = byOrdinal.get(call.ordinal);
         if (logged === undefined || logged.tool_name !== call.tool_name || sha256Hex(call.arguments) !== logged.arguments_sha256 ||
           logged.result_sha256 !== call.result_sha256 || logged.timer_cut !== call.timer_cut) {
-          throw new Broken(replayName, `${replayName}: call ${call.ordinal} does not agree with the sealed log`);
+          throw new Broken(replayName, `call ${call.ordinal} does not agree with the sealed log`);
         }
         if (call.replayed_sha256 !== call.result_sha256) {
           // A difference where a wall-clock limit cut either side failed its attempt as
           // replay_inconclusive: no forgery is proven, and the attempt's answer was not used.
-          if (!timeLimited(call)) throw new Broken(replayName, `${replayName}: call ${call.ordinal} does not agree with the sealed log`);
+          if (!timeLimited(call)) throw new Broken(replayName, `call ${call.ordinal} does not agree with the sealed log`);
           report.inconclusive.push({ member: replayName, ordinal: call.ordinal, message: inconclusiveMessage(call) });
         }
       }
@@ -376,7 +377,7 @@ async function runChecks(tar: Buffer, options: OfflineVerifyOptions, report: Off
         for (const call of outcome.inconclusive) {
           if (!report.inconclusive.some((c) => c.member === member && c.ordinal === call.ordinal)) report.inconclusive.push({ member, ...call });
         }
-        if (!outcome.ok) throw new Broken(member, `${member}: ${outcome.message ?? 'replay failed'}`, outcome.reason);
+        if (!outcome.ok) throw new Broken(member, outcome.message ?? 'replay failed', outcome.reason);
       }
     } finally {
       if (tree !== options.replayRepo) await rm(tree, { recursive: true, force: true });

@@ -41,7 +41,7 @@ export const ERROR_CODES = {
   child_timeout: { httpStatus: 500, retryable: false, meaning: 'A child hit its wall or idle timeout and was killed.' },
   child_limit_exceeded: { httpStatus: 500, retryable: false, meaning: 'A child exceeded a request, tool-call or byte limit.' },
   launch_failed: { httpStatus: 500, retryable: true, meaning: 'A sandbox could not be created (retried once if transient).' },
-  sandbox_unavailable: { httpStatus: 503, retryable: false, meaning: 'No sandbox backend is usable; the message names what to install.' },
+  sandbox_unavailable: { httpStatus: 503, retryable: false, meaning: 'No sandbox backend is usable; the message gives the reason of each backend and its fix (install, start, join the docker group, build the image, or the rlimit mode).' },
   evaluation_invalid: { httpStatus: 500, retryable: false, meaning: 'The evaluator output failed the schema after its one repair.' },
   merge_invalid: { httpStatus: 500, retryable: false, meaning: 'The merger output is empty or mentions fusion internals.' },
   model_error: { httpStatus: 502, retryable: true, meaning: 'A model provider failed (after retries).' },

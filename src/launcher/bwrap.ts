@@ -154,11 +154,12 @@ export function createBwrapLauncher(options: BwrapLauncherOptions): BwrapLaunche
   }
 
   async function check(): Promise<LauncherCheck> {
-    const notOk = (why: string): LauncherCheck => ({ ok: false, reason: `bubblewrap is not usable: ${why}; ${INSTALL_HINT}` });
+    // Installing bwrap is the fix only when it is missing; otherwise the reason names the fix.
+    const notOk = (why: string): LauncherCheck => ({ ok: false, reason: `bubblewrap is installed but not usable: ${why}` });
     try {
       await access(bwrapPath, fsConstants.X_OK);
     } catch {
-      return notOk(`${bwrapPath} is missing or not executable`);
+      return { ok: false, reason: `bubblewrap is not usable: ${bwrapPath} is missing or not executable; ${INSTALL_HINT}` };
     }
     const maxUserNs = (await readFile('/proc/sys/user/max_user_namespaces', 'utf8').catch(() => '1')).trim();
     if (maxUserNs === '0') return notOk('user namespaces are disabled (sysctl user.max_user_namespaces=0)');

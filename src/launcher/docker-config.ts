@@ -11,6 +11,8 @@ import type { SandboxIdentity } from './sandbox-user.js';
 import { packageVersion } from '../common/package-version.js';
 
 export const CHILD_IMAGE_LABEL = 'org.fusion.child';
+/** The digest of the child code an image carries (`child-code.ts`), set by `make image`. */
+export const CHILD_CODE_LABEL = 'org.fusion.child-code';
 export const LABELS = { sandbox: 'org.fusion.sandbox', owner: 'org.fusion.owner', taskId: 'org.fusion.task-id', attempt: 'org.fusion.attempt', uid: 'org.fusion.uid' } as const;
 const DEFAULT_PATH = '/usr/local/bin:/usr/bin:/bin';
 

@@ -26,14 +26,17 @@
  */
 import { chmod, chown, copyFile, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { importOptionalPeer } from '../contracts/optional-peers.js';
 import { FusionError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { untrusted } from '../log.js';
-import { CHILD_IMAGE, CHILD_IMAGE_LABEL, containerConfig, LABELS } from './docker-config.js';
+import { CHILD_CODE_LABEL, CHILD_IMAGE, CHILD_IMAGE_LABEL, containerConfig, LABELS } from './docker-config.js';
+import { CHILD_ENTRY, childCodeDigest } from './child-code.js';
 import { deadlineKeeper, KEEPER_SLACK_MS } from './docker-deadline-keeper.js';
 import { demux, engineMessage, isTransient, withTimeout, type EngineError } from './docker-engine.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
@@ -75,6 +78,35 @@ export interface DockerLauncherOptions {
   owner?: string;
   /** Where private request copies are staged (default os.tmpdir()). */
   scratchDir?: string;
+  /** The built tree whose child code the image should carry (default: this checkout's dist/). */
+  childCodeDir?: string;
+}
+
+/** This checkout's built tree: the one this module is part of, or dist/ beside the sources (tests). */
+function defaultChildCodeDir(): string | undefined {
+  const here = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  return [here, join(here, 'dist')].find((dir) => existsSync(join(dir, CHILD_ENTRY)));
+}
+
+/**
+ * Whether the image carries this checkout's child code (its `org.fusion.child-code` label against
+ * `childCodeDigest`). A mismatch is a loud warning, not a refusal: every launch binds the
+ * checkout's own built child code read-only over the image's /opt/fusion (`containerConfig`), so
+ * the image's copy never runs; what the mismatch says is that the image (its Node runtime and base)
+ * was built by another checkout or from older code, which `make image` fixes. Refusing would take
+ * the Docker tier away from every other checkout sharing the engine's `fusion-child:<version>` tag.
+ */
+export function childCodeWarning(image: string, label: string | undefined, codeDir: string | undefined): string | undefined {
+  if (codeDir === undefined) return undefined;
+  let own: string;
+  try {
+    own = childCodeDigest(codeDir);
+  } catch {
+    return undefined;
+  }
+  if (label === own) return undefined;
+  const what = label === undefined ? 'carries no child-code label (built before labels existed)' : `was built from other child code (${label.slice(0, 19)}…)`;
+  return `child image ${image} ${what}, not this checkout's (${own.slice(0, 19)}…): it may be stale or another checkout's; run make image`;
 }
 
 export interface DockerLauncher extends Launcher {
@@ -150,6 +182,9 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
   const keeper = deadlineKeeper(socketPath);
   /** Container ids this launcher runs right now (never reaped). */
   const live = new Set<string>();
+  const childCodeDir = options.childCodeDir ?? defaultChildCodeDir();
+  /** The stale-image warning is logged once per launcher, however often check() runs. */
+  let warned = false;
 
   async function check(): Promise<LauncherCheck> {
     if (seccompOpt === null) return { ok: false, reason: `no seccomp policy for architecture ${process.arch}` };
@@ -162,6 +197,9 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     try {
       version = (await withTimeout(engine.version(), CHECK_TIMEOUT_MS, 'the Docker engine')) as { ApiVersion?: string };
     } catch (err) {
+      // The engine may well be running: this user just may not open its socket. Starting or
+      // installing Docker would not help, joining the socket's group would.
+      if ((err as EngineError).code === 'EACCES') return { ok: false, reason: `no access to Docker: permission denied on ${socketPath} (this user is not in the docker group: \`usermod -aG docker USER\`, then log in again; or use the bwrap backend)` };
       return { ok: false, reason: `Docker engine not reachable at ${socketPath} (${untrusted(engineMessage(err), 200)}); ${ENGINE_HINT}` };
     }
     const [major = 0, minor = 0] = (version.ApiVersion ?? '0.0').split('.').map(Number);
@@ -169,6 +207,12 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
     try {
       const info = await withTimeout(engine.getImage(image).inspect(), 5_000, 'image inspect');
       if (info.Config?.Labels?.[CHILD_IMAGE_LABEL] !== '1') return { ok: false, reason: `image ${image} is not a fusion child image (label ${CHILD_IMAGE_LABEL}=1 missing); run make image` };
+      const warning = childCodeWarning(image, info.Config?.Labels?.[CHILD_CODE_LABEL], childCodeDir);
+      if (warning !== undefined) {
+        if (!warned) log.warn({ image, label: CHILD_CODE_LABEL }, warning);
+        warned = true;
+        return { ok: true, warning };
+      }
     } catch (err) {
       if ((err as EngineError).statusCode === 404) return { ok: false, reason: `child image ${image} missing; run make image` };
       return { ok: false, reason: `cannot inspect image ${image}: ${untrusted(engineMessage(err), 200)}` };

@@ -46,7 +46,7 @@ export function createGvisorLauncher(options: Omit<DockerLauncherOptions, 'runti
     } catch (err) {
       return { ok: false, reason: `cannot ask the Docker engine for its runtimes: ${(err as Error).message}` };
     }
-    return { ok: true };
+    return engine;
   }
   return { ...inner, check };
 }

@@ -94,6 +94,8 @@ export interface LauncherCheck {
   ok: boolean;
   /** When not ok: what is missing and how to install it. */
   reason?: string;
+  /** When ok: something the admin should fix although the backend works (a stale child image). */
+  warning?: string;
 }
 
 export interface Launcher {

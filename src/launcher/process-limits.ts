@@ -18,7 +18,7 @@ import type { ProcessCaps, SandboxCgroup } from './cgroup-groups.js';
 import { tryCgroupV1 } from './cgroup-v1.js';
 import { tryCgroupV2 } from './cgroup-v2.js';
 import { parseCgroupMounts, parseProcCgroup, readText } from './proc-files.js';
-import { RLIMIT_LOSSES, rlimitBackend } from './rlimit.js';
+import { rlimitBackend } from './rlimit.js';
 
 export type { CgroupStats, ProcessCaps, SandboxCgroup } from './cgroup-groups.js';
 
@@ -65,6 +65,19 @@ async function hostCgroupAttempts(cgroupParent: string | undefined): Promise<Cgr
 }
 
 /**
+ * The refusal when no cgroup can cap a sandbox: what failed, and the three ways out. Short on
+ * purpose (it ends up in `sandbox_unavailable`): what the rlimit mode loses is in
+ * docs/security.md#isolation-tiers. A non-root daemon is said to be one, since that is the usual
+ * cause (its cgroup is not writable by it unless delegated).
+ */
+export function noCgroupMessage(reasons: readonly string[], uid: number = process.getuid?.() ?? 0): string {
+  const who = uid === 0 ? '' : ` for this non-root daemon (uid ${String(uid)})`;
+  return `no writable cgroup${who} to cap the sandboxes' memory and processes (${reasons.join('; ')}); ` +
+    `refusing the weaker rlimit mode (memory is not really capped, docs/security.md#isolation-tiers) unless accepted with ${RLIMIT_OPT_IN_ENV}=1 ` +
+    '(--sandbox-rlimit-fallback); or run the daemon as root, or give it a delegated cgroup';
+}
+
+/**
  * Finds the best working cap mechanism; throws (with every reason) when none works or is allowed.
  * `attempts` replaces the host's cgroup mechanisms (tests).
  */
@@ -80,7 +93,7 @@ export async function detectLimitBackend(options: DetectOptions = {}, attempts?:
     }
     if (preference === 'cgroup') throw new Error(`no usable cgroup: ${reasons.join('; ')}`);
     if (options.allowRlimitFallback !== true) {
-      throw new Error(`no usable cgroup for the sandbox memory and process caps (${reasons.join('; ')}); refusing the weaker rlimit mode, in which ${RLIMIT_LOSSES}. Give a delegated cgroup (cgroupParent), run the daemon as root, or accept the rlimit mode with ${RLIMIT_OPT_IN_ENV}=1`);
+      throw new Error(noCgroupMessage(reasons));
     }
   } else {
     reasons.push('rlimit chosen by configuration');

@@ -14,9 +14,6 @@ import type { ProcessCaps } from './cgroup-groups.js';
 import { countTasksOfUid } from './proc-files.js';
 import type { RlimitLimitBackend } from './process-limits.js';
 
-/** What the rlimit mode loses compared with a cgroup, for refusals and the launch log. */
-export const RLIMIT_LOSSES = 'memory is not really capped (RLIMIT_DATA is per process and misses tmpfs, file mappings and kernel memory), the process cap is shared with every process of the sandbox uid, and out-of-memory kills are not counted';
-
 export function rlimitBackend(prlimitPath: string, why: string): RlimitLimitBackend {
   return {
     mechanism: 'rlimit',

@@ -1,7 +1,7 @@
 /**
  * Backend choice: `bwrap`, `docker`, or `auto` (Docker when the engine answers and the image
  * exists, else bwrap). There is never an unsandboxed fallback: when nothing is usable the
- * error names what to install.
+ * error gives each backend's reason, and each reason names its fix.
  */
 import { FusionError } from '../errors.js';
 import type { Launcher, LauncherName } from './port.js';
@@ -22,7 +22,9 @@ export async function selectLauncher(choice: 'auto' | LauncherName, factories: L
     if (check.ok) return launcher;
     reasons.push(`${name}: ${check.reason ?? 'not usable'}`);
   }
-  throw new FusionError('sandbox_unavailable', `no sandbox backend is usable (${reasons.join('; ')}). Install bubblewrap (apt-get install bubblewrap) or Docker (apt-get install docker.io) and build the child image (make image).`, {
+  // Each reason names its own fix (install, start, join a group, build the image, the rlimit
+  // mode): a generic "install bubblewrap or Docker" would be wrong whenever they are installed.
+  throw new FusionError('sandbox_unavailable', `no sandbox backend is usable: ${reasons.join('; ')}`, {
     details: { choice, reasons },
   });
 }

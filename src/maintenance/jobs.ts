@@ -329,7 +329,12 @@ export async function runOrphanReaper(input: ReaperInput): Promise<ReaperSummary
   return summary;
 }
 
-/** Empty per-sandbox cgroups (and then their empty group) under any `fusion-sandboxes` within 3 levels. */
+/**
+ * Empty per-sandbox cgroups (and then their empty group) under any `fusion-sandboxes` within 3
+ * levels. Host-wide on purpose: the tree is shared by every daemon of the host and an empty cgroup
+ * older than a minute is a leftover whoever made it (a crashed daemon's); a cgroup in use refuses
+ * rmdir. So the summary's `cgroups` may name other daemons' leftovers (docs/operations.md#maintenance).
+ */
 function sweepCgroups(root: string, now: number, staleGroupMs: number): string[] {
   const removed: string[] = [];
   const visit = (dir: string, depth: number): void => {

@@ -14,6 +14,7 @@ import { escapeRegex, termWeight, termsIn } from './terms.js';
 import type { Batch } from './transcript.js';
 import type { Hit } from './tool-output.js';
 import { parseFind, parseGrep, parseRead, pathPrior, quotable } from './tool-output.js';
+import { requestEcho } from './request-echo.js';
 
 const TOP_FILES = 3;
 const WINDOW_BEFORE = 8;
@@ -113,14 +114,19 @@ function bestWindow(hits: readonly Hit[], terms: readonly Term[]): { best: Hit; 
   return { best, bestScore: bestKey[0] ?? 0 };
 }
 
-/** Files ranked by distinct terms (weighted) × how often they occur × a source-file prior. */
-export function scoreFiles(batch: Batch, terms: readonly Term[]): FileScore[] {
+/**
+ * Files ranked by distinct terms (weighted) × how often they occur × a source-file prior. Lines
+ * that only repeat the request (`echoes`, request-echo.ts) are not hits: a file that quotes the
+ * question is not where its answer is.
+ */
+export function scoreFiles(batch: Batch, terms: readonly Term[], echoes: (text: string) => boolean = () => false): FileScore[] {
   const perFile = new Map<string, { counts: Map<Term, number>; hits: Hit[] }>();
   for (const r of batch) {
     if (r.name !== 'grep' || !r.ok) continue;
     const pattern = typeof r.args['pattern'] === 'string' ? r.args['pattern'] : '';
     const term = terms.find((t) => escapeRegex(t.stem) === pattern);
     for (const hit of parseGrep(r.text)) {
+      if (echoes(hit.text)) continue;
       const entry = perFile.get(hit.path) ?? { counts: new Map<Term, number>(), hits: [] };
       perFile.set(hit.path, entry);
       if (!entry.hits.some((h) => h.line === hit.line)) entry.hits.push(hit);
@@ -146,7 +152,7 @@ const grepTerms: Phase = (ctx) => [
 ];
 
 const readTopFiles: Phase = (ctx, done) =>
-  scoreFiles(done[0] ?? [], rareTerms(ctx, done))
+  scoreFiles(done[0] ?? [], rareTerms(ctx, done), requestEcho(ctx.fields))
     .slice(0, TOP_FILES)
     .map((f) => ({ name: 'read', args: { path: f.path, offset: Math.max(1, f.best.line - WINDOW_BEFORE), limit: WINDOW_LINES } }));
 
@@ -158,12 +164,13 @@ function classify(path: string, line: number, text: string): Finding {
 function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const findings: Finding[] = [];
   const terms = rareTerms(ctx, done);
-  const ranked = scoreFiles(done[0] ?? [], terms);
+  const echoes = requestEcho(ctx.fields);
+  const ranked = scoreFiles(done[0] ?? [], terms, echoes);
   for (const r of resultsOf(done.slice(1), 'read')) {
     const path = typeof r.args['path'] === 'string' ? r.args['path'] : '';
     const base = path.split('/').pop() ?? path;
     const lines = pickLines(
-      parseRead(r.text).filter((l) => quotable(l.text)),
+      parseRead(r.text).filter((l) => quotable(l.text) && !echoes(l.text)),
       terms,
       LINES_PER_FILE,
       (text) => lineScore(text, terms, base),

@@ -16,6 +16,7 @@ import { termWeight, termsIn } from './terms.js';
 import type { Batch } from './transcript.js';
 import type { Hit } from './tool-output.js';
 import { parseGrep, parseRead, pathPrior, quotable } from './tool-output.js';
+import { requestEcho } from './request-echo.js';
 
 const TOP_DEFINITIONS = 3;
 const EXTRA_DEFINITIONS = 3;
@@ -76,8 +77,10 @@ function rareTerms(ctx: SearchContext, done: readonly Batch[]): Term[] {
 
 /** The top hits, at most one per neighbourhood, so three reads show three different places. */
 function targets(ctx: SearchContext, done: readonly Batch[]): Ranked[] {
-  const defs = definitionHits(done);
-  const ranked = rank(defs.length > 0 ? defs : usageHits(done), rareTerms(ctx, done));
+  // A line that only repeats the request is not a place to read (request-echo.ts).
+  const echoes = requestEcho(ctx.fields);
+  const defs = definitionHits(done).filter((h) => !echoes(h.text));
+  const ranked = rank(defs.length > 0 ? defs : usageHits(done).filter((h) => !echoes(h.text)), rareTerms(ctx, done));
   const picked: Ranked[] = [];
   for (const r of ranked) {
     if (picked.some((p) => p.path === r.path && Math.abs(p.line - r.line) < NEAR_LINES)) continue;
@@ -110,21 +113,23 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const terms = rareTerms(ctx, done);
   const reads = resultsOf(done.slice(2, 3), 'read');
   const findings: Finding[] = [];
+  const echoes = requestEcho(ctx.fields);
+  const citable = (text: string): boolean => quotable(text) && !echoes(text);
   for (const [i, t] of picked.entries()) {
     if (i < TOP_DEFINITIONS) {
       const read = reads.find((r) => r.args['path'] === t.path && typeof r.args['offset'] === 'number' && t.line >= r.args['offset'] && t.line < r.args['offset'] + WINDOW_LINES);
       const lines = read ? parseRead(read.text) : [];
       const own = lines.find((l) => l.line === t.line);
-      if (own && quotable(own.text)) findings.push(finding(t.path, own.line, own.text));
-      else if (!t.cut && quotable(t.text)) findings.push(finding(t.path, t.line, t.text));
+      if (own && citable(own.text)) findings.push(finding(t.path, own.line, own.text));
+      else if (!t.cut && citable(t.text)) findings.push(finding(t.path, t.line, t.text));
       const uses = pickLines(
-        lines.filter((l) => l.line !== t.line && quotable(l.text)),
+        lines.filter((l) => l.line !== t.line && citable(l.text)),
         terms,
         USES_PER_WINDOW,
         (text) => termWeight(termsIn(text, terms)),
       );
       for (const u of uses) findings.push(finding(t.path, u.line, u.text));
-    } else if (!t.cut && quotable(t.text)) {
+    } else if (!t.cut && citable(t.text)) {
       findings.push(finding(t.path, t.line, t.text));
     }
   }

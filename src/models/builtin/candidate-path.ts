@@ -14,6 +14,7 @@ import type { Term } from './terms.js';
 import { escapeRegex, termWeight, termsIn } from './terms.js';
 import type { Batch } from './transcript.js';
 import { isSourcePath, parseFind, parseGrep, parseLs, parseRead, pathPrior, quotable } from './tool-output.js';
+import { requestEcho } from './request-echo.js';
 
 const NAME_TERMS = 4;
 const TOP_FILES = 3;
@@ -112,17 +113,20 @@ function answer(ctx: SearchContext, done: readonly Batch[]): string {
   const findings: Finding[] = [];
   const heads = resultsOf(done.slice(1, 2), 'read');
   const greps = resultsOf(done.slice(2, 3), 'grep');
+  // A line that only repeats the request is not evidence (request-echo.ts).
+  const echoes = requestEcho(ctx.fields);
+  const citable = (text: string): boolean => quotable(text) && !echoes(text);
   for (const file of ranked) {
     const note = file.terms.length > 0 ? `file name matches ${file.terms.map((t) => t.word).join(', ')}` : undefined;
     const grep = greps.find((g) => g.args['path'] === file.path);
     const head = heads.find((h) => h.args['path'] === file.path);
-    const hits = grep ? parseGrep(grep.text).filter((h) => !h.cut && quotable(h.text)) : [];
+    const hits = grep ? parseGrep(grep.text).filter((h) => !h.cut && citable(h.text)) : [];
     const base = file.path.split('/').pop() ?? file.path;
     const best = pickLines(hits, ctx.terms, LINES_PER_FILE, (text) => lineScore(text, ctx.terms, base));
     for (const h of best) findings.push(classify(file.path, h.line, h.text, 'usage', note));
     if (best.length === 0 && head && note !== undefined) {
       // The name matched but no line did: cite the first definition (or first line) of the head.
-      const lines = parseRead(head.text).filter((l) => quotable(l.text));
+      const lines = parseRead(head.text).filter((l) => citable(l.text));
       const first = lines.find((l) => definedName(l.text) !== null) ?? lines[0];
       if (first) findings.push(classify(file.path, first.line, first.text, 'file head', note));
     }

@@ -10,13 +10,14 @@ import { capBytes, codeSpan } from './answer.js';
 import { codeSpans, parseChecks, parseCitedLines, parseCitedUrls } from './citations.js';
 import { collapseWhitespace } from '../../contracts/citations.js';
 import { answerSentences, injectionReason, requestedVersions } from './page-judgement.js';
-import { definedName } from './definitions.js';
+import { definedName, definitionOf } from './definitions.js';
 import type { RankedLine } from './lead.js';
 import { lineRank, parseRarity, withRarity } from './lead.js';
 import { compareStrings } from './strategy.js';
 import type { Term } from './terms.js';
-import { extractTerms, requestFields, termsIn } from './terms.js';
+import { escapeRegex, extractTerms, requestFields, termsIn } from './terms.js';
 import { asArray, asRecord, asString } from './transcript.js';
+import { requestEcho } from './request-echo.js';
 
 const MAX_LINES = 30;
 const MAX_PASSAGES = 10;
@@ -115,6 +116,8 @@ export function merge(mergeInput: unknown): string {
   const groups = new Map<string, PassageGroup>();
   let seen = 0;
   const unconfirmed = new Set<string>();
+  // A line that only repeats the request is the question, not evidence, whoever cited it (request-echo.ts).
+  const echoes = requestEcho(fields);
   for (const c of asArray(input['candidates'])) {
     const response = asString(asRecord(c)['response']);
     const { paths: pathChecks, urls: urlChecks } = parseChecks(checks[asString(asRecord(c)['candidate_id'])]);
@@ -122,7 +125,7 @@ export function merge(mergeInput: unknown): string {
     const confirmedPassages = new Set(urlChecks.filter((k) => k.status === 'verified' && k.quoted !== undefined).map((k) => passageKey(k.url, [k.quoted as string])));
     const counted = new Set<string>();
     for (const cited of parseCitedLines(response)) {
-      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation) || !confirmedLines.has(cited.citation)) continue;
+      if (cited.quote === null || cited.quote === '' || cited.quote.length > MAX_QUOTE_CHARS || !allowed(cited.citation) || !confirmedLines.has(cited.citation) || echoes(cited.quote)) continue;
       const entry = lines.get(cited.citation) ?? { citation: cited.citation, path: cited.path, line: cited.line, quote: cited.quote, support: 0, order: seen++ };
       if (!counted.has(cited.citation)) entry.support += 1;
       counted.add(cited.citation);
@@ -193,11 +196,30 @@ export function merge(mergeInput: unknown): string {
     const [top = 0, ...others] = [...f.values].sort((a, b) => b - a);
     return top + 0.1 * others.slice(0, 2).reduce((sum, v) => sum + v, 0);
   };
+  const keyLine = (path: string): Line =>
+    kept
+      .filter((l) => l.path === path)
+      .sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || (lineValue.get(b.citation) ?? 0) - (lineValue.get(a.citation) ?? 0) || b.support - a.support || a.order - b.order)[0] as Line;
+  // A file whose key line works on the asked concept through a type another confirmed line
+  // defines (`transitionTask(…, from: TaskState, …)` beside `export type TaskState = …`, the name
+  // carrying the request's terms) uses that concept; the file that defines the type is where it
+  // lives, so that file leads. One step only, and never over a line defining a name the request
+  // itself uses.
+  const conceptHome = (path: string | undefined): string | undefined => {
+    if (path === undefined || definesNamed(keyLine(path).quote)) return path;
+    const quote = keyLine(path).quote;
+    const home = kept.find((l) => {
+      if (l.path === path) return false;
+      const def = definitionOf(l.quote);
+      return def !== null && def.kind === 'type' && termsIn(def.name, terms).length > 0 && new RegExp(`(?<![\\w$])${escapeRegex(def.name)}(?![\\w$])`, 'u').test(quote);
+    });
+    return home?.path ?? path;
+  };
   const preferredByResolution = conflicts.map((c) => firstPath(asString(c['resolution']))).find((p) => p !== null && (fileSupport.has(p) || groups.has(p)));
   const byAnswer = [...fileSupport.entries()].sort(
     (a, b) => Number(b[1].named) - Number(a[1].named) || fileValue(b[1]) - fileValue(a[1]) || Number(b[0] === preferredByResolution) - Number(a[0] === preferredByResolution) || b[1].support - a[1].support || a[1].order - b[1].order,
   )[0]?.[0];
-  const lead = byAnswer ?? preferredByResolution ?? pages[0]?.url ?? null;
+  const lead = conceptHome(byAnswer) ?? preferredByResolution ?? pages[0]?.url ?? null;
 
   const out: string[] = ['## Answer', ''];
   const research = asString(asRecord(input['canonical_input'])['workflow']) === 'research';
@@ -217,7 +239,7 @@ export function merge(mergeInput: unknown): string {
     out.push('No line of the repository or of the declared sources could be confirmed for this request, so no location can be named with confidence.', ...request);
   } else if (fileSupport.has(lead)) {
     const inLead = kept.filter((l) => l.path === lead);
-    const key = [...inLead].sort((a, b) => Number(definesNamed(b.quote)) - Number(definesNamed(a.quote)) || (lineValue.get(b.citation) ?? 0) - (lineValue.get(a.citation) ?? 0) || b.support - a.support || a.order - b.order)[0] as Line;
+    const key = keyLine(lead);
     const covered = [...(fileSupport.get(lead)?.terms ?? [])];
     const name = definedName(key.quote);
     out.push(

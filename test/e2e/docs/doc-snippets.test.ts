@@ -6,8 +6,12 @@
  *
  * - Shell (`sh`, `bash`, `shell`): `bash -e -o pipefail -c BLOCK` from the repository root, with
  *   the built CLI on PATH as `fusion`, a fresh empty FUSION_HOME, HOME and TMPDIR, and two free
- *   loopback ports as WEB_PORT and API_PORT (a doc names a port as `${API_PORT:-8787}`, never a
- *   fixed one). The block runs in its own process group; whatever it leaves running is killed.
+ *   loopback ports as WEB_PORT and API_PORT (a doc takes a port from `${API_PORT:-…}` with a
+ *   free one as its default, never a fixed one). The block runs in its own process group: it must
+ *   leave nothing running in it (a daemon it orphaned, say) and nothing in its TMPDIR (a
+ *   `mktemp -d` it forgot); whatever it left is then killed. A block that defines its own
+ *   fallback for a missing `fusion` (`command -v fusion … || fusion() { … }`) runs a second time
+ *   without `fusion` on PATH, so that fallback is what it uses.
  * - TypeScript (`ts`, `typescript`): in a fresh project made as the README says (`npm init -y`,
  *   `"type": "module"`, `npm install` of this clone, offline), type-checked as that project sees
  *   the package, compiled as it is, and run with a copy of the e2e fixture repository as its first
@@ -19,7 +23,7 @@
  * printed, bounded and must give reasons.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,6 +63,36 @@ interface Ran {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+  /** Processes (`pid command`) still alive in the block's process group when the block exited. */
+  leftover: string[];
+}
+
+/**
+ * The live members of a process group, from /proc: zombies do not count (an orphan's zombie may
+ * never be reaped on a host whose init does not reap, and it runs nothing).
+ */
+function livingInGroup(pgid: number): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/u.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // After the command's closing parenthesis: state, ppid, pgrp, …
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) !== pgid || state === 'Z') continue;
+    let cmd = '';
+    try {
+      cmd = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ').trim();
+    } catch {
+      // gone meanwhile
+    }
+    out.push(`${name} ${cmd}`);
+  }
+  return out;
 }
 
 /** Runs a command in its own process group; at exit or timeout every process left in the group is killed. */
@@ -80,9 +114,9 @@ function run(cmd: string, args: string[], options: { cwd: string; env: NodeJS.Pr
       stderr += `\n[docs test] timed out after ${String(options.timeoutMs)} ms\n`;
       killGroup('SIGKILL');
     }, options.timeoutMs);
-    let exit: { code: number | null; signal: NodeJS.Signals | null } = { code: null, signal: null };
+    let exit: { code: number | null; signal: NodeJS.Signals | null; leftover: string[] } = { code: null, signal: null, leftover: [] };
     child.once('exit', (code, signal) => {
-      exit = { code, signal };
+      exit = { code, signal, leftover: livingInGroup(child.pid!) };
       // Background jobs a block forgot (or a failure left) must not outlive it; they also hold
       // its output pipes open.
       killGroup('SIGTERM');
@@ -100,14 +134,14 @@ function report(s: Snippet, r: Ran): string {
   return `${where(s)} exited ${String(r.code ?? r.signal)}\n--- block ---\n${s.code}--- stdout (tail) ---\n${tail(r.stdout)}\n--- stderr (tail) ---\n${tail(r.stderr)}`;
 }
 
-/** A fresh directory per block: its HOME, FUSION_HOME and TMPDIR, and `fusion` on PATH. */
-async function blockEnv(name: string): Promise<{ dir: string; env: NodeJS.ProcessEnv }> {
+/** A fresh directory per block: its HOME, FUSION_HOME and TMPDIR, and `fusion` on PATH (unless `withoutFusion`). */
+async function blockEnv(name: string, withoutFusion = false): Promise<{ dir: string; env: NodeJS.ProcessEnv }> {
   const dir = mkdtempSync(join(scratch, `${name}-`));
   chmodSync(dir, 0o755);
   for (const sub of ['bin', 'home', 'tmp', 'fusion-home']) mkdirSync(join(dir, sub), { mode: 0o700 });
   writeFileSync(join(dir, 'bin', 'fusion'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} "$@"\n`, { mode: 0o755 });
   const env: NodeJS.ProcessEnv = {
-    PATH: `${join(dir, 'bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+    PATH: withoutFusion ? pathWithoutFusion() : `${join(dir, 'bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
     HOME: join(dir, 'home'),
     TMPDIR: join(dir, 'tmp'),
     FUSION_HOME: join(dir, 'fusion-home'),
@@ -118,6 +152,16 @@ async function blockEnv(name: string): Promise<{ dir: string; env: NodeJS.Proces
   };
   return { dir, env };
 }
+
+/** This process's PATH without any directory that holds a `fusion` (an `npm link` of this host), node kept. */
+function pathWithoutFusion(): string {
+  const dirs = (process.env.PATH ?? '/usr/bin:/bin').split(':').filter((d) => d !== '' && !existsSync(join(d, 'fusion')));
+  const nodeDir = process.execPath.slice(0, process.execPath.lastIndexOf('/'));
+  return [...new Set([nodeDir, ...dirs])].join(':');
+}
+
+/** A block that falls back to a `fusion` function of its own when none is on PATH. */
+const FALLBACK = /command -v fusion\b[^\n]*\|\|\s*fusion\(\)/u;
 
 function prerequisites(): string | undefined {
   if (!existsSync(CLI)) return 'dist/ is not built (npx tsc -p tsconfig.build.json)';
@@ -157,12 +201,17 @@ if (missing !== undefined && process.env.CI !== 'true') console.warn(`\n!!! SKIP
 const describeRun = missing === undefined || process.env.CI === 'true' ? describe : describe.skip;
 
 describeRun('the docs blocks run as written', () => {
-  for (const s of snippets.filter((b) => runnable(b) && SHELL_LANGS.has(b.lang))) {
-    it(`${where(s)} (shell) exits 0`, async () => {
+  const shellRuns = snippets
+    .filter((b) => runnable(b) && SHELL_LANGS.has(b.lang))
+    .flatMap((b) => [{ s: b, withoutFusion: false }, ...(FALLBACK.test(b.code) ? [{ s: b, withoutFusion: true }] : [])]);
+  for (const { s, withoutFusion } of shellRuns) {
+    it(`${where(s)} (shell${withoutFusion ? ', its own fusion fallback' : ''}) exits 0 and leaves nothing running or in its TMPDIR`, async () => {
       if (missing !== undefined) throw new Error(missing);
-      const { env } = await blockEnv('sh');
+      const { env } = await blockEnv('sh', withoutFusion);
       const r = await run('bash', ['-e', '-o', 'pipefail', '-c', s.code], { cwd: ROOT, env, timeoutMs: BLOCK_TIMEOUT_MS });
       expect(r.code, report(s, r)).toBe(0);
+      expect(r.leftover, `${where(s)} left processes running\n${report(s, r)}`).toEqual([]);
+      expect(readdirSync(env.TMPDIR!), `${where(s)} left files in its TMPDIR`).toEqual([]);
     }, BLOCK_TIMEOUT_MS + 10_000);
   }
 

@@ -129,6 +129,9 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
         const report = await verifyTaskTarball(flipped, { publicKey: pinned });
         expect(report.ok, m.name).toBe(false);
         expect(report.failure?.member, `${m.name}: ${report.failure?.message ?? ''}`).toBe(m.name);
+        // The report names the member beside the message (`BROKEN: <member>: <why>`): the
+        // message does not repeat it.
+        expect(report.failure?.message.startsWith(`${m.name}:`), report.failure?.message).toBe(false);
         // A byte in its header (the mode field).
         const header = Buffer.from(original);
         header[m.offset + 101]! ^= 0x01;
@@ -174,7 +177,7 @@ describeWithBwrap('fusion audit e2e: sealed task tarballs', () => {
       const dropped = await verifyTaskTarball(await resign(withRecord((r) => ({ ...r, calls: [] }))), { publicKey: signer.publicKey });
       expect(dropped.ok).toBe(false);
       expect(dropped.failure?.member).toBe(recordName);
-      expect(dropped.failure?.message).toMatch(/the record holds calls \[\], but the log's repository calls are/);
+      expect(dropped.failure?.message).toMatch(/^the record holds calls \[\], but the log's repository calls are/);
 
       const malformed = await verifyTaskTarball(await resign(withRecord((r) => ({ ...r, calls: 5 }))), { publicKey: signer.publicKey });
       expect(malformed.failure?.member).toBe(recordName);

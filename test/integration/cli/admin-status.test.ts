@@ -32,9 +32,20 @@ describe('make status', () => {
     expect(r.stdout).toMatch(/^ {2}sandbox: .*image \S+/mu);
     expect(r.stdout).toMatch(/^ {2}egress: resolve none, allowCidrs none$/mu);
     expect(lines.filter((l) => /^ {2}\w+: ?$/u.test(l))).toEqual([]);
+    // Models by their ids: the three candidates, the evaluator and the merger (objects were
+    // once printed as `[object Object]` and the evaluator and merger dropped).
+    expect(r.stdout).not.toContain('[object Object]');
+    expect(r.stdout).toMatch(/^ {2}providers: .*candidates builtin:\S+ builtin:\S+ builtin:\S+, evaluator builtin:\S+, merger builtin:\S+/mu);
     const json = JSON.parse(admin('status', '--json').stdout) as { health: { ok: boolean }; tasks: unknown[] };
     expect(json.health.ok).toBe(true);
     expect(Array.isArray(json.tasks)).toBe(true);
+  });
+
+  it('with no daemon: exit 3 and how to start one, without the task-only --wait hint', () => {
+    const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'admin.mjs'), 'run', 'reaper'], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, FUSION_SOCKET: `${d.socket}.absent` } });
+    expect(r.status).toBe(3);
+    expect(r.stderr).toMatch(/^admin: daemon_unavailable: no fusion daemon answers on \S+\.absent; .*make daemon/u);
+    expect(r.stderr).not.toContain('--wait');
   });
 
   it('ends quietly when its reader goes away (make status | head)', () => {
