@@ -3,8 +3,8 @@
  * daemon's drivers: sqlite3, pg and dockerode are optional peer dependencies only the daemon
  * needs (package.json `exports["./daemon"]`), and the embedded daemon is imported lazily, when a
  * client first starts one. Checked in a fresh Node process with a module-resolution hook that
- * records every module it loads; importing the daemon entry in the same way must load sqlite3,
- * so the hook is seen to catch what it looks for.
+ * records every module it loads; importing the daemon entry in the same way must load the
+ * daemon's own packages, so the hook is seen to catch what it looks for.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -58,10 +58,14 @@ describe('the package entry', () => {
     expect(files).not.toContain('dist/src/main.js');
   });
 
-  it('the daemon entry (fusion-supervisor/daemon) does load sqlite3', () => {
+  it('the daemon entry (fusion-supervisor/daemon) loads the daemon and its packages, and no driver before a daemon opens one', () => {
     const { packages, files } = loadedBy('fusion-supervisor/daemon');
     expect(files).toContain('dist/src/main.js');
-    expect(packages.has('sqlite3')).toBe(true);
+    // The hook sees packages the daemon imports statically…
+    expect(packages.has('pino')).toBe(true);
+    expect(packages.has('zod')).toBe(true);
+    // …and the drivers load with the backend that needs them (test/e2e/cli/optional-peers.test.ts).
+    expect(DAEMON_DRIVERS.filter((name) => packages.has(name))).toEqual([]);
   });
 
   it('package.json keeps the drivers out of what a library user installs', () => {
