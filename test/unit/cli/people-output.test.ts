@@ -39,6 +39,14 @@ describe('task table', () => {
     expect(tasksTable([], now, 80)).toBe('no tasks\n');
   });
 
+  it('the state column names the error code only when it differs from the state (no "cancelled: cancelled")', () => {
+    const now = T0 + 60_000;
+    const row = (state: string, code: string) => ({ taskId: ID, state, status: state, createdAt: at(0), updatedAt: at(10), objective: 'o', callerUid: 0, error: { code } });
+    const [, cancelled, failed] = tasksTable([row('cancelled', 'cancelled'), row('failed', 'sandbox_unavailable')], now, 140).trimEnd().split('\n');
+    expect(cancelled).toMatch(new RegExp(`^${ID}  cancelled\\s+1m00s ago`, 'u'));
+    expect(failed).toContain('failed: sandbox_unavailable');
+  });
+
   it('durations read as people write them', () => {
     expect([formatDuration(0), formatDuration(59_999), formatDuration(65_000), formatDuration(2 * 3_600_000 + 180_000), formatDuration(50 * 3_600_000)]).toEqual(['0s', '59s', '1m05s', '2h03m', '2d02h']);
   });
