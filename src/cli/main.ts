@@ -383,6 +383,20 @@ export function exitCodeFor(err: FusionError): number {
   return EXIT.failed;
 }
 
+/** Whether the caller asked for JSON (`--json` before any bare `--`): an error is then also JSON on stdout. */
+export function wantsJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end < 0 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+/** Reports a failed command: text on stderr, and with --json an error object on stdout that CI can read. */
+export function reportError(err: unknown, argv: readonly string[], io: Io): number {
+  const fe = cliErrorOf(err);
+  io.stderr(`fusion: ${fe.code}: ${fe.message}\n`);
+  if (wantsJson(argv)) io.stdout(`${JSON.stringify({ error: { code: fe.code, message: fe.message } })}\n`);
+  return exitCodeFor(fe);
+}
+
 // Run when executed as the bin (not when imported by tests).
 const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${realpathSync(process.argv[1])}`).href;
 if (invokedDirectly) {
@@ -394,9 +408,7 @@ if (invokedDirectly) {
       process.exitCode = code;
     },
     (err: unknown) => {
-      const fe = cliErrorOf(err);
-      io.stderr(`fusion: ${fe.code}: ${fe.message}\n`);
-      process.exitCode = exitCodeFor(fe);
+      process.exitCode = reportError(err, process.argv.slice(2), io);
     },
   );
 }
