@@ -140,10 +140,13 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   if (!(await client.ping())) {
     if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
     // Zero set-up for a first run: an in-process daemon for this one task.
-    const [{ buildConfig, startDaemon }, { createLogger }] = await Promise.all([import('../main.js'), import('../log.js')]);
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' }, configFieldLabel);
+    const [{ buildConfig, startDaemon }, { embeddedLogger, embeddedUserNotice }] = await Promise.all([import('../main.js'), import('./embedded-log.js')]);
+    const input = daemonConfigInput(args, env);
+    const notice = embeddedUserNotice(process.getuid?.());
+    if (notice !== undefined) io.stderr(notice);
+    const config = buildConfig(input, configFieldLabel);
     // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
+    embedded = await startDaemon(config, { log: embeddedLogger(input.logLevel, io.stderr), env });
     delete options.models;
     if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
     client = new FusionClient(embedded.socketPath);

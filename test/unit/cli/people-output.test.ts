@@ -85,6 +85,16 @@ describe('progress lines', () => {
     ]);
   });
 
+  it('under --wait the end line names the outcome and the code, not the message the result prints in full next', () => {
+    const message = 'no sandbox backend is usable: docker: no access to Docker; bwrap: bubblewrap is installed but not usable';
+    const terminal = ev(2, 3, 'terminal', { status: 'failed', error: { code: 'sandbox_unavailable', message }, summary: `fusion investigate failed: sandbox_unavailable: ${message.slice(0, 40)}` });
+    const waiting = new TaskProgress(ID, at(0), { resultFollows: true });
+    expect(waiting.update(terminal)).toBe('[+3s] failed (sandbox_unavailable)');
+    expect(new TaskProgress(ID, at(0), { resultFollows: true }).update(ev(2, 3, 'terminal', { status: 'completed', error: null, summary: 'x' }))).toBe('[+3s] completed');
+    // fusion logs keeps the daemon's summary.
+    expect(new TaskProgress(ID, at(0)).update(terminal)).toContain('sandbox_unavailable: no sandbox');
+  });
+
   it('a heartbeat says the task is alive, where it is, each candidate\'s calls and how long it has been quiet', () => {
     const p = new TaskProgress(ID, at(0));
     p.update(ev(1, 2, 'transition', { from: 'queued', to: 'candidates_running' }));
