@@ -109,7 +109,7 @@ async function startWithin(life: Lifecycle, config: DaemonConfig, overrides: Dae
   const dashboard = await startDashboardListener({ log, tasks, store, api, research, dispatcher: side.dispatcher, cluster, sandboxes, maintenance, access }, dashboardAt, life);
   log.info({ socket: config.socketPath, home: config.home, pid: process.pid }, 'fusion daemon listening');
   if (tcp) log.info({ host: tcp.host, port: tcp.port }, 'research API listening on TCP (only /api/v1/research and /v1/health)');
-  if (dashboard) log.info({ url: dashboard.url }, 'read-only dashboard listening');
+  // The dashboard logs its own address when it listens.
 
   let announced = false;
   const close = (): Promise<void> => {

@@ -5,7 +5,7 @@
  * table (config/options.ts) and the exit code table (exit-codes.ts). Light on purpose: `fusion
  * help` loads nothing else.
  */
-import { COMMANDS, OPTIONS, flagSynopsis, optionsOf, type Command } from '../config/options.js';
+import { COMMANDS, OPTIONS, flagSynopsis, helpOptionsOf, optionsOf, type Command } from '../config/options.js';
 import { EXIT_CODES } from './exit-codes.js';
 
 export const FETCH_USAGE =
@@ -213,14 +213,17 @@ const EXAMPLES: Readonly<Record<Command, readonly string[]>> = {
 
 /** A command's options, from the table: synopsis, meaning, environment variable, default. */
 export function optionsHelp(command: Command): string {
-  const rows = optionsOf(command).filter((o) => o.flag !== undefined);
-  const envOnly = optionsOf(command).filter((o) => o.flag === undefined);
+  const shown = helpOptionsOf(command);
+  const rows = shown.filter((o) => o.flag !== undefined);
+  const envOnly = shown.filter((o) => o.flag === undefined);
+  const hidden = optionsOf(command).length - shown.length;
   const lines = rows.map((o) => {
     const extra = [o.env !== undefined ? `env ${o.env}` : '', o.default !== undefined ? `default ${o.default}` : ''].filter(Boolean).join('; ');
     return `  ${flagSynopsis(o).padEnd(34)} ${o.help}${extra ? ` (${extra})` : ''}`;
   });
   const env = envOnly.map((o) => `  ${o.env!.padEnd(34)} ${o.help}${o.default !== undefined ? ` (default ${o.default})` : ''}`);
-  return `${lines.length > 0 ? `\nOptions:\n${lines.join('\n')}\n` : ''}${env.length > 0 ? `\nEnvironment:\n${env.join('\n')}\n` : ''}`;
+  const more = hidden > 0 ? `\nThe embedded daemon also takes every other daemon setting (${hidden} more; see 'fusion daemon --help').\n` : '';
+  return `${lines.length > 0 ? `\nOptions:\n${lines.join('\n')}\n` : ''}${env.length > 0 ? `\nEnvironment:\n${env.join('\n')}\n` : ''}${more}`;
 }
 
 export const COMMAND_HELP: Readonly<Record<Command, string>> = Object.fromEntries(

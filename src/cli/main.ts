@@ -140,10 +140,13 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
   if (!(await client.ping())) {
     if (!has(args, 'wait')) throw new FusionError('daemon_unavailable', `no fusion daemon answers on ${client.socketPath}; start one with 'fusion daemon', or add --wait to run this task with an embedded daemon`);
     // Zero set-up for a first run: an in-process daemon for this one task.
-    const [{ buildConfig, startDaemon }, { createLogger }] = await Promise.all([import('../main.js'), import('../log.js')]);
-    const config = buildConfig({ ...daemonConfigInput(args, env), logLevel: (env.FUSION_LOG_LEVEL as 'warn' | undefined) ?? 'warn' }, configFieldLabel);
+    const [{ buildConfig, startDaemon }, { embeddedLogger, embeddedUserNotice }] = await Promise.all([import('../main.js'), import('./embedded-log.js')]);
+    const input = daemonConfigInput(args, env);
+    const notice = embeddedUserNotice(process.getuid?.());
+    if (notice !== undefined) io.stderr(notice);
+    const config = buildConfig(input, configFieldLabel);
     // The embedded daemon is this process: its model flags are the admin's own (trusted) roster.
-    embedded = await startDaemon(config, { log: createLogger({ level: config.logLevel }), env });
+    embedded = await startDaemon(config, { log: embeddedLogger(input.logLevel, io.stderr), env });
     delete options.models;
     if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
     client = new FusionClient(embedded.socketPath);
@@ -383,6 +386,20 @@ export function exitCodeFor(err: FusionError): number {
   return EXIT.failed;
 }
 
+/** Whether the caller asked for JSON (`--json` before any bare `--`): an error is then also JSON on stdout. */
+export function wantsJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end < 0 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+/** Reports a failed command: text on stderr, and with --json an error object on stdout that CI can read. */
+export function reportError(err: unknown, argv: readonly string[], io: Io): number {
+  const fe = cliErrorOf(err);
+  io.stderr(`fusion: ${fe.code}: ${fe.message}\n`);
+  if (wantsJson(argv)) io.stdout(`${JSON.stringify({ error: { code: fe.code, message: fe.message } })}\n`);
+  return exitCodeFor(fe);
+}
+
 // Run when executed as the bin (not when imported by tests).
 const invokedDirectly = process.argv[1] !== undefined && import.meta.url === new URL(`file://${realpathSync(process.argv[1])}`).href;
 if (invokedDirectly) {
@@ -394,9 +411,7 @@ if (invokedDirectly) {
       process.exitCode = code;
     },
     (err: unknown) => {
-      const fe = cliErrorOf(err);
-      io.stderr(`fusion: ${fe.code}: ${fe.message}\n`);
-      process.exitCode = exitCodeFor(fe);
+      process.exitCode = reportError(err, process.argv.slice(2), io);
     },
   );
 }

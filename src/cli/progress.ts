@@ -45,7 +45,10 @@ export async function showProgress(events: AsyncIterable<TaskEvent>, progress: T
   }
 }
 
-/** Streams a task's events to stderr as progress lines until its terminal event. */
+/**
+ * Streams a task's events to stderr as progress lines until its terminal event (`--wait`: the
+ * result, its error in full, is printed next, so the last line does not repeat the message).
+ */
 export async function followProgress(client: FusionClient, taskId: string, io: Io, heartbeatMs = DEFAULT_HEARTBEAT_MS): Promise<void> {
-  await showProgress(client.events(taskId), new TaskProgress(taskId), (line) => io.stderr(`${line}\n`), heartbeatMs);
+  await showProgress(client.events(taskId), new TaskProgress(taskId, undefined, { resultFollows: true }), (line) => io.stderr(`${line}\n`), heartbeatMs);
 }

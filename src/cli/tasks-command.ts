@@ -48,7 +48,8 @@ export function taskCells(t: TaskRow, now: number): string[] {
   const created = Date.parse(t.createdAt);
   const running = (t.status ?? 'running') === 'running';
   const duration = running ? `${formatDuration(now - created)}+` : formatDuration(Date.parse(t.updatedAt) - created);
-  const state = t.error ? `${t.state}: ${t.error.code}` : t.state;
+  // The code only when it says more than the state (`failed: sandbox_unavailable`, not `cancelled: cancelled`).
+  const state = t.error && t.error.code !== t.state ? `${t.state}: ${t.error.code}` : t.state;
   return [t.taskId, state, `${formatDuration(now - created)} ago`, duration, t.objective ?? '', userNameOf(t.callerUid)];
 }
 

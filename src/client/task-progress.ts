@@ -33,7 +33,11 @@ export class TaskProgress {
   /** Events seen (the MCP progress counter: it only grows). */
   count = 0;
 
-  constructor(readonly taskId: string, createdAt?: string) {
+  /**
+   * `resultFollows`: the caller prints the task's result (its error in full) right after the
+   * stream, so the terminal line names the outcome and the error code only, not the message again.
+   */
+  constructor(readonly taskId: string, createdAt?: string, private readonly options: { resultFollows?: boolean } = {}) {
     if (createdAt !== undefined) this.start = Date.parse(createdAt);
   }
 
@@ -70,7 +74,11 @@ export class TaskProgress {
       this.state = String(data.to);
       return `${stamp} ${from} → ${this.state}`;
     }
-    if (event.kind === 'terminal') return `${stamp} ${String(data.summary ?? data.status ?? 'ended')}`;
+    if (event.kind === 'terminal') {
+      if (this.options.resultFollows !== true) return `${stamp} ${String(data.summary ?? data.status ?? 'ended')}`;
+      const code = (data.error as { code?: unknown } | null | undefined)?.code;
+      return `${stamp} ${String(data.status ?? 'ended')}${typeof code === 'string' ? ` (${code})` : ''}`;
+    }
     if (typeof data.stage !== 'string') {
       if (typeof data.recovery === 'string') return `${stamp} daemon ${data.recovery} the task (${String(data.state ?? this.state)})`;
       return undefined;

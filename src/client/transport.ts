@@ -46,7 +46,8 @@ function send(endpoint: Endpoint, options: RequestOptions, onResponse: (res: Inc
 
 function unavailable(endpoint: Endpoint, err: NodeJS.ErrnoException): FusionError {
   const where = describeEndpoint(endpoint);
-  const hint = 'socketPath' in endpoint ? "; start one with 'fusion daemon' (or use --wait, which runs one for the task)" : '';
+  // Only the task-submitting commands can run an embedded daemon (--wait): they say so themselves.
+  const hint = 'socketPath' in endpoint ? "; start one with 'fusion daemon'" : '';
   return new FusionError('daemon_unavailable', `no fusion daemon answers on ${where}${hint}`, { cause: err });
 }
 

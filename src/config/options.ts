@@ -63,6 +63,12 @@ export interface OptionDef {
   readonly path?: boolean;
   /** May also be given before the command (`fusion --data DIR tasks`). */
   readonly global?: boolean;
+  /**
+   * A daemon setting that matters to the embedded daemon `--wait` (or `fusion mcp`) starts: listed
+   * in those commands' help. Their other daemon settings are accepted too, but listed only by
+   * `fusion daemon --help` (a first-time user of `fusion investigate` needs none of them).
+   */
+  readonly embedded?: boolean;
 }
 
 const SANDBOXES = ['auto', 'bwrap', 'docker', 'gvisor'] as const;
@@ -87,21 +93,21 @@ export const OPTIONS: readonly OptionDef[] = [
   { flag: 'help', kind: 'bool', help: "print this command's help and start nothing (also -h)", commands: COMMANDS.filter((c) => c !== 'help'), global: true },
   // The daemon.
   { flag: 'socket-group', env: 'FUSION_SOCKET_GROUP', kind: 'text', metavar: 'GROUP', default: 'off', help: 'socket 0660 for GROUP: its members submit and see their own tasks (root daemon)', commands: DAEMONS, key: 'socketGroup' },
-  { flag: 'sandbox', env: 'FUSION_SANDBOX', kind: 'choice', choices: SANDBOXES, default: 'auto', help: 'sandbox backend (for investigate/research: this task\'s, and an embedded daemon\'s)', commands: DAEMONS, key: 'sandbox' },
+  { flag: 'sandbox', env: 'FUSION_SANDBOX', kind: 'choice', choices: SANDBOXES, default: 'auto', help: 'sandbox backend (for investigate/research: this task\'s, and an embedded daemon\'s)', commands: DAEMONS, key: 'sandbox', embedded: true },
   { flag: 'sandbox-uids', env: 'FUSION_SANDBOX_UIDS', kind: 'text', metavar: 'START-END', default: '2100000000-2100065535', help: 'uids (and equal gids) a root daemon leases, one per sandbox', commands: [...DAEMONS, 'sandbox'], key: 'sandboxUids' },
-  { flag: 'sandbox-rlimit-fallback', env: 'FUSION_SANDBOX_RLIMIT', kind: 'bool', default: 'off', help: 'let bwrap run with rlimits only on a host without a usable cgroup (memory not really capped)', commands: DAEMONS, key: 'sandboxRlimitFallback' },
-  { flag: 'log-level', env: 'FUSION_LOG_LEVEL', kind: 'choice', choices: LOG_LEVELS, default: 'info (embedded daemon, sandbox exec: warn)', help: 'log level (JSON logs on stderr)', commands: [...DAEMONS, 'sandbox'], key: 'logLevel' },
+  { flag: 'sandbox-rlimit-fallback', env: 'FUSION_SANDBOX_RLIMIT', kind: 'bool', default: 'off', help: 'let bwrap run with rlimits only on a host without a usable cgroup (memory not really capped)', commands: DAEMONS, key: 'sandboxRlimitFallback', embedded: true },
+  { flag: 'log-level', env: 'FUSION_LOG_LEVEL', kind: 'choice', choices: LOG_LEVELS, default: 'info (--wait\'s embedded daemon: error; mcp\'s, sandbox exec: warn)', help: 'log level (JSON logs on stderr)', commands: [...DAEMONS, 'sandbox'], key: 'logLevel', embedded: true },
   { flag: 'concurrency', env: 'FUSION_TASK_CONCURRENCY', kind: 'int', metavar: 'N', default: '2', help: 'tasks running at once (1–64); more wait in arrival order', commands: DAEMONS, key: 'taskConcurrency' },
   { flag: 'max-queued', env: 'FUSION_MAX_QUEUED', kind: 'int', metavar: 'N', default: '256', help: 'accepted tasks that may wait for a run slot', commands: DAEMONS, key: 'maxQueuedTasks' },
   { flag: 'max-queued-per-caller', env: 'FUSION_MAX_QUEUED_PER_CALLER', kind: 'int', metavar: 'N', default: '256', help: 'waiting tasks per caller', commands: DAEMONS, key: 'maxQueuedPerCaller' },
   { flag: 'storage-reserve-mb', env: 'FUSION_STORAGE_RESERVE_MB', kind: 'int', metavar: 'N', default: '64', help: "free MiB the data directory's disk must keep (below it submits are storage_full)", commands: DAEMONS, key: 'storageReserveBytes', scale: MIB },
   { flag: 'keep-attempt-files', env: 'FUSION_KEEP_ATTEMPT_FILES', kind: 'bool', default: 'off', help: "keep each attempt's files in the task directory after the task tarball is sealed", commands: DAEMONS, key: 'keepAttemptFiles' },
-  { flag: 'models-file', env: 'FUSION_MODELS_FILE', kind: 'text', metavar: 'FILE', default: 'the builtin engine', help: 'model roster (JSON)', commands: MODELS, key: 'modelsFile', path: true },
-  { flag: 'candidate-model', kind: 'list', metavar: 'SPEC', help: 'candidate model, once (self-fusion) or three times; SPEC is PROVIDER:MODEL[@BASE_URL]', commands: MODELS, key: 'candidateModels' },
-  { flag: 'evaluator-model', kind: 'text', metavar: 'SPEC', help: 'evaluator model', commands: MODELS, key: 'evaluatorModel' },
-  { flag: 'merger-model', kind: 'text', metavar: 'SPEC', help: 'merger model', commands: MODELS, key: 'mergerModel' },
-  { flag: 'resolve', env: 'FUSION_EGRESS_RESOLVE', kind: 'list', metavar: 'HOST:IP', help: 'egress admin seam: resolve HOST to IP (repeatable; variable comma-separated)', commands: SEAMS, key: 'egressResolve' },
-  { flag: 'allow-cidr', env: 'FUSION_EGRESS_ALLOW_CIDRS', kind: 'list', metavar: 'CIDR', help: 'egress admin seam: treat CIDR as public (repeatable; variable comma-separated)', commands: SEAMS, key: 'egressAllowCidrs' },
+  { flag: 'models-file', env: 'FUSION_MODELS_FILE', kind: 'text', metavar: 'FILE', default: 'the builtin engine', help: 'model roster (JSON)', commands: MODELS, key: 'modelsFile', path: true, embedded: true },
+  { flag: 'candidate-model', kind: 'list', metavar: 'SPEC', help: 'candidate model, once (self-fusion) or three times; SPEC is PROVIDER:MODEL[@BASE_URL]', commands: MODELS, key: 'candidateModels', embedded: true },
+  { flag: 'evaluator-model', kind: 'text', metavar: 'SPEC', help: 'evaluator model', commands: MODELS, key: 'evaluatorModel', embedded: true },
+  { flag: 'merger-model', kind: 'text', metavar: 'SPEC', help: 'merger model', commands: MODELS, key: 'mergerModel', embedded: true },
+  { flag: 'resolve', env: 'FUSION_EGRESS_RESOLVE', kind: 'list', metavar: 'HOST:IP', help: 'egress admin seam: resolve HOST to IP (repeatable; variable comma-separated)', commands: SEAMS, key: 'egressResolve', embedded: true },
+  { flag: 'allow-cidr', env: 'FUSION_EGRESS_ALLOW_CIDRS', kind: 'list', metavar: 'CIDR', help: 'egress admin seam: treat CIDR as public (repeatable; variable comma-separated)', commands: SEAMS, key: 'egressAllowCidrs', embedded: true },
   { flag: 'listen', kind: 'text', metavar: 'HOST:PORT', default: 'off', help: 'serve the research API (and only it) over TCP', commands: DAEMONS, key: 'listen' },
   { flag: 'listen-public', kind: 'bool', default: 'off', help: 'allow a non-loopback --listen or --dashboard address (plain HTTP: put TLS in front)', commands: DAEMONS, key: 'listenPublic' },
   { flag: 'dashboard', env: 'FUSION_DASHBOARD', kind: 'text', metavar: 'HOST:PORT', default: 'off', help: 'serve the read-only web dashboard (loopback: callers by local uid)', commands: ['daemon'], key: 'dashboard' },
@@ -169,6 +175,18 @@ export const OPTIONS: readonly OptionDef[] = [
 /** The rows a command takes. */
 export function optionsOf(command: Command): OptionDef[] {
   return OPTIONS.filter((o) => o.commands.includes(command));
+}
+
+/** Commands that start an embedded daemon when none answers (`--wait`, `fusion mcp`). */
+const EMBEDDERS: readonly Command[] = ['investigate', 'research', 'mcp'];
+
+/**
+ * The rows a command's help lists: all it takes, except, for a command that starts an embedded
+ * daemon, the daemon settings that do not matter there (`fusion daemon --help` lists those).
+ */
+export function helpOptionsOf(command: Command): OptionDef[] {
+  const rows = optionsOf(command);
+  return EMBEDDERS.includes(command) ? rows.filter((o) => o.key === undefined || o.embedded === true) : rows;
 }
 
 /** The flags a command accepts, for the argv parser. */

@@ -25,6 +25,6 @@ export function loadRosters(config: DaemonConfig, overrides: Pick<DaemonOverride
   });
   const fixed = overrides.roster;
   const rosterFor: RosterFor = (options) => (fixed ? { roster: fixed, describe: () => ({ source: 'fixed roster (test seam)' }) } : rosterSource.build(options.models));
-  log.info({ models: rosterSource.describe() }, 'model roster loaded');
+  // loadRosterConfig logs the roster it loaded (once).
   return { rosterFor, describe: () => rosterSource.describe() };
 }

@@ -40,7 +40,7 @@ import { CHILD_ENTRY, childCodeDigest } from './child-code.js';
 import { deadlineKeeper, KEEPER_SLACK_MS } from './docker-deadline-keeper.js';
 import { demux, engineMessage, isTransient, withTimeout, type EngineError } from './docker-engine.js';
 import { dockerSeccompSecurityOpt, hostSeccompArch } from './docker-seccomp.js';
-import type { Launcher, LauncherCheck, SandboxHandle, SandboxSpec } from './port.js';
+import { LAUNCHER_WARNING_FIELD, type Launcher, type LauncherCheck, type SandboxHandle, type SandboxSpec } from './port.js';
 import { ACCESS, permittedBits, resolveSandboxIdentity, type SandboxIdentity } from './sandbox-user.js';
 import { leaseIdentity } from './sandbox-lease.js';
 import { outDirCaps, supervise } from './supervise.js';
@@ -209,7 +209,7 @@ export function createDockerLauncher(options: DockerLauncherOptions): DockerLaun
       if (info.Config?.Labels?.[CHILD_IMAGE_LABEL] !== '1') return { ok: false, reason: `image ${image} is not a fusion child image (label ${CHILD_IMAGE_LABEL}=1 missing); run make image` };
       const warning = childCodeWarning(image, info.Config?.Labels?.[CHILD_CODE_LABEL], childCodeDir);
       if (warning !== undefined) {
-        if (!warned) log.warn({ image, label: CHILD_CODE_LABEL }, warning);
+        if (!warned) log.warn({ image, label: CHILD_CODE_LABEL, [LAUNCHER_WARNING_FIELD]: true }, warning);
         warned = true;
         return { ok: true, warning };
       }

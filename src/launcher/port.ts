@@ -90,6 +90,12 @@ export interface SandboxHandle {
   kill(reason?: SandboxExitReason): Promise<void>;
 }
 
+/**
+ * The log field that marks a record as a backend's advice to the admin (the text of
+ * LauncherCheck.warning): a CLI that hides the daemon's log still shows these, as plain lines.
+ */
+export const LAUNCHER_WARNING_FIELD = 'launcherWarning';
+
 export interface LauncherCheck {
   ok: boolean;
   /** When not ok: what is missing and how to install it. */

@@ -26,7 +26,7 @@ export function researchToolCalls(deps: {
   const { client } = deps;
   const researchKey = (): string => {
     if (!deps.researchApiKey) {
-      throw new FusionError('unauthorized', 'the research tools need a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set (create one with fusion keys create --workspace ID --kind workspace)');
+      throw new FusionError('unauthorized', 'the research tools need a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set; ask the daemon\'s admin for a key (`fusion keys create --workspace ID --kind workspace` on the daemon\'s data directory)');
     }
     return deps.researchApiKey;
   };

@@ -64,6 +64,26 @@ describe('fusion CLI validates input before contacting a daemon', () => {
     const r = fusion(['investigate', '--objective', 'Find the tokenizer', '--background', 'calc', '--deliverable', 'file', '--repo', REPO]);
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('daemon_unavailable');
+    // A submitting command can run its own daemon: it says how.
+    expect(r.stderr).toContain('add --wait');
+  });
+
+  it('a command that cannot start a daemon does not suggest --wait when none answers', () => {
+    const r = fusion(['status', `investigate-${'0'.repeat(32)}`]);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/^fusion: daemon_unavailable: no fusion daemon answers on \S+; start one with 'fusion daemon'\n$/u);
+  });
+
+  it('with --json an error is also a JSON object on stdout, with the same exit code', () => {
+    const down = fusion(['tasks', '--json']);
+    expect(down.code).toBe(3);
+    expect(JSON.parse(down.stdout)).toEqual({ error: { code: 'daemon_unavailable', message: expect.stringMatching(/^no fusion daemon answers on /u) } });
+    expect(down.stderr).toMatch(/^fusion: daemon_unavailable: /u);
+    const usage = fusion(['--json', 'wait', 'not-an-id']);
+    expect(usage.code).toBe(2);
+    expect(JSON.parse(usage.stdout).error.code).toBe('invalid_input');
+    // Without --json, stdout stays empty.
+    expect(fusion(['tasks']).stdout).toBe('');
   });
 
   it('refuses an ambiguous source and a bad source URL with exact messages', () => {

@@ -251,7 +251,7 @@ describe('fusion mcp with the official MCP SDK client (stdio)', () => {
     try {
       const noKey = await refusedSession.client.callTool({ name: 'research_run', arguments: { query: 'q', sourceUrls: [`http://${HOST}:${site.origin.port}/`], idempotencyKey: 'k0', confirm: true } });
       expect(noKey.isError).toBe(true);
-      expect(text(noKey)).toMatch(/^unauthorized: the research tools need a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set/);
+      expect(text(noKey)).toMatch(/^unauthorized: the research tools need a workspace API key: start fusion mcp with FUSION_RESEARCH_API_KEY set; ask the daemon's admin for a key/);
     } finally {
       await refusedSession.close();
     }

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseArgs } from '../../../src/config/args.js';
-import { COMMANDS, OPTIONS, flagSpecFor, isCommand, optionsOf, type Command } from '../../../src/config/options.js';
+import { COMMANDS, OPTIONS, flagSpecFor, helpOptionsOf, isCommand, optionsOf, type Command } from '../../../src/config/options.js';
 import { daemonConfigInput } from '../../../src/config/settings.js';
 import { buildConfig } from '../../../src/main.js';
 import { configFieldLabel } from '../../../src/config/options.js';
@@ -81,9 +81,13 @@ describe('the options table', () => {
 
   it('every option of a command appears in that command\'s help; every flag in the overview parses for its command', () => {
     for (const c of COMMANDS) {
+      const shown = new Set(helpOptionsOf(c));
       for (const o of optionsOf(c)) {
-        if (o.flag !== undefined) expect(COMMAND_HELP[c], `fusion ${c} --help lacks --${o.flag}`).toContain(`--${o.flag}`);
-        if (o.env !== undefined) expect(COMMAND_HELP[c], `fusion ${c} --help lacks ${o.env}`).toContain(o.env);
+        // A daemon setting an embedded daemon does not need is listed by fusion daemon --help, which the command's help names.
+        const help = shown.has(o) ? COMMAND_HELP[c] : COMMAND_HELP.daemon;
+        if (!shown.has(o)) expect(COMMAND_HELP[c]).toContain("see 'fusion daemon --help'");
+        if (o.flag !== undefined) expect(help, `fusion ${c} --help lacks --${o.flag}`).toContain(`--${o.flag}`);
+        if (o.env !== undefined) expect(help, `fusion ${c} --help lacks ${o.env}`).toContain(o.env);
         if (o.env !== undefined) expect(HELP, `fusion help lacks ${o.env}`).toContain(o.env);
       }
       expect(COMMAND_HELP[c]).toMatch(/Examples:\n {2}\S/u);
@@ -91,6 +95,18 @@ describe('the options table', () => {
     const inHelp = documentedFlags(`\`\`\`\n${HELP}\`\`\``);
     expect(inHelp.length).toBeGreaterThan(40);
     for (const d of inHelp) expect(flagSpecFor(d.command), `fusion help shows ${d.where}: --${d.flag} is not a flag of fusion ${d.command}`).toHaveProperty([d.flag]);
+  });
+
+  it('a task command\'s help lists the options it uses and the embedded-daemon ones that matter for --wait, not the daemon-only ones', () => {
+    for (const c of ['investigate', 'research', 'mcp'] as const) {
+      const options = COMMAND_HELP[c].slice(COMMAND_HELP[c].indexOf('\nOptions:'));
+      for (const daemonOnly of ['--listen', '--research-db', '--socket-group GROUP', '--concurrency', '--database-url', 'REDIS_URL']) expect(options, `fusion ${c} --help`).not.toContain(daemonOnly);
+      for (const used of ['--sandbox', '--sandbox-rlimit-fallback', '--log-level', '--models-file', '--resolve']) expect(options, `fusion ${c} --help`).toContain(used);
+    }
+    expect(COMMAND_HELP.investigate).toContain('--objective');
+    // Still accepted: an embedded daemon takes every daemon setting.
+    expect(flagSpecFor('investigate')).toHaveProperty(['concurrency']);
+    expect(helpOptionsOf('daemon')).toEqual(optionsOf('daemon'));
   });
 
   it.each(['README.md', 'docs/operations.md'])('every flag %s shows for a fusion command parses for that command', (file) => {

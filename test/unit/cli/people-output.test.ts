@@ -39,6 +39,14 @@ describe('task table', () => {
     expect(tasksTable([], now, 80)).toBe('no tasks\n');
   });
 
+  it('the state column names the error code only when it differs from the state (no "cancelled: cancelled")', () => {
+    const now = T0 + 60_000;
+    const row = (state: string, code: string) => ({ taskId: ID, state, status: state, createdAt: at(0), updatedAt: at(10), objective: 'o', callerUid: 0, error: { code } });
+    const [, cancelled, failed] = tasksTable([row('cancelled', 'cancelled'), row('failed', 'sandbox_unavailable')], now, 140).trimEnd().split('\n');
+    expect(cancelled).toMatch(new RegExp(`^${ID}  cancelled\\s+1m00s ago`, 'u'));
+    expect(failed).toContain('failed: sandbox_unavailable');
+  });
+
   it('durations read as people write them', () => {
     expect([formatDuration(0), formatDuration(59_999), formatDuration(65_000), formatDuration(2 * 3_600_000 + 180_000), formatDuration(50 * 3_600_000)]).toEqual(['0s', '59s', '1m05s', '2h03m', '2d02h']);
   });
@@ -75,6 +83,16 @@ describe('progress lines', () => {
       '[+1m30s]   candidate-1 attempt 1 succeeded (20 tool calls)',
       '[+1m35s] Fusion investigate completed.',
     ]);
+  });
+
+  it('under --wait the end line names the outcome and the code, not the message the result prints in full next', () => {
+    const message = 'no sandbox backend is usable: docker: no access to Docker; bwrap: bubblewrap is installed but not usable';
+    const terminal = ev(2, 3, 'terminal', { status: 'failed', error: { code: 'sandbox_unavailable', message }, summary: `fusion investigate failed: sandbox_unavailable: ${message.slice(0, 40)}` });
+    const waiting = new TaskProgress(ID, at(0), { resultFollows: true });
+    expect(waiting.update(terminal)).toBe('[+3s] failed (sandbox_unavailable)');
+    expect(new TaskProgress(ID, at(0), { resultFollows: true }).update(ev(2, 3, 'terminal', { status: 'completed', error: null, summary: 'x' }))).toBe('[+3s] completed');
+    // fusion logs keeps the daemon's summary.
+    expect(new TaskProgress(ID, at(0)).update(terminal)).toContain('sandbox_unavailable: no sandbox');
   });
 
   it('a heartbeat says the task is alive, where it is, each candidate\'s calls and how long it has been quiet', () => {
