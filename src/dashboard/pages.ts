@@ -61,6 +61,22 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
+/**
+ * A maintenance run's summary as `key: value` pairs, lists by their length (the reaper's lists
+ * of pids and paths say how many, not which), nested objects one level deep. Text, never markup.
+ */
+export function summaryText(summary: unknown): string {
+  if (summary === null || summary === undefined) return '—';
+  if (typeof summary !== 'object') return String(summary);
+  const value = (v: unknown): string => {
+    if (Array.isArray(v)) return String(v.length);
+    if (v !== null && typeof v === 'object') return `{${summaryText(v)}}`;
+    return String(v);
+  };
+  const pairs = Object.entries(summary as Record<string, unknown>).map(([k, v]) => `${k}: ${value(v)}`);
+  return pairs.length === 0 ? '—' : pairs.join(', ');
+}
+
 function since(ctx: PageContext, iso: string): string {
   return formatDuration(ctx.now - Date.parse(iso));
 }
@@ -117,7 +133,7 @@ ${o.failuresByCode.map((f) => html`<tr><td><code>${f.code}</code></td><td>${f.co
 <section><h2>Recent tasks</h2>${taskTable(ctx, recent)}<p><a href="/tasks">All tasks</a></p></section>
 <section><h2>Maintenance runs</h2>
 ${o.maintenance.length === 0 ? html`<p class="empty">None since the daemon started (or not shown to you).</p>` : html`<table><thead><tr><th>Job</th><th>Started</th><th>Took</th><th>Outcome</th><th>Summary</th></tr></thead><tbody>
-${o.maintenance.map((m) => html`<tr><td>${m.job}</td><td>${since(ctx, m.startedAt)} ago</td><td>${formatDuration(m.durationMs)}</td><td>${m.outcome}</td><td><code>${JSON.stringify(m.summary ?? null)}</code></td></tr>`)}</tbody></table>`}
+${o.maintenance.map((m) => html`<tr><td>${m.job}</td><td>${since(ctx, m.startedAt)} ago</td><td>${formatDuration(m.durationMs)}</td><td>${m.outcome}</td><td>${summaryText(m.summary)}</td></tr>`)}</tbody></table>`}
 </section>`;
   return layout(ctx, 'Overview', body, true);
 }

@@ -5,7 +5,7 @@
  */
 import { Parser } from 'htmlparser2';
 import { describe, expect, it } from 'vitest';
-import { overviewPage, researchPage, taskPage, tasksPage, type PageContext } from '../../../src/dashboard/pages.js';
+import { overviewPage, researchPage, summaryText, taskPage, tasksPage, type PageContext } from '../../../src/dashboard/pages.js';
 import type { TaskDetail, TaskRow, ResearchRow } from '../../../src/dashboard/data.js';
 
 const PAYLOADS = [
@@ -93,5 +93,13 @@ describe('pages with hostile text', () => {
   });
   it('a terminal task is not live (its page stops refreshing)', () => {
     expect(taskPage(ctx, { ...detail, task: { ...detail.task, state: 'completed' } })).not.toContain('data-live');
+  });
+});
+
+describe('maintenance summaries', () => {
+  it('read as key: value pairs, lists by their length, never as raw JSON', () => {
+    expect(summaryText({ killed: [101, 102], cgroups: ['/sys/fs/cgroup/a'], removed: 3, docker: { containers: [] } })).toBe('killed: 2, cgroups: 1, removed: 3, docker: {containers: 0}');
+    expect(summaryText(null)).toBe('—');
+    expect(summaryText({})).toBe('—');
   });
 });
