@@ -7,15 +7,15 @@
  *     not reachable … start dockerd / apt-get install docker.io";
  *   - an installed bwrap is never "install bubblewrap"; when the user has no writable cgroup the
  *     reason says so and names the rlimit mode (FUSION_SANDBOX_RLIMIT=1), which then works.
- * Needs root (setpriv), bwrap and a built dist/.
+ * Needs root (setpriv, unshare), bwrap and a built dist/. The package is bind-mounted where uid
+ * 65534 can read it, in a private mount namespace (a checkout under a 0700 home, as in CI).
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { CLI } from '../../helpers/cli.js';
-import { describeWithBwrap } from '../../helpers/gates.js';
+import { describeWithBwrap, ROOT } from '../../helpers/gates.js';
 
 const NOBODY = 65534;
 const DOCKER_SOCKET = '/var/run/docker.sock';
@@ -24,15 +24,25 @@ const scratch = mkdtempSync(join(tmpdir(), 'fsn-unavail-'));
 chmodSync(scratch, 0o755);
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
+/** Where uid 65534 sees the package: a checkout under a 0700 home (CI's) is bind-mounted here. */
+const view = join(scratch, 'view');
+mkdirSync(view, { mode: 0o755 });
+
 function execAsNobody(backend: string, env: Record<string, string> = {}): { code: number | null; stderr: string } {
   const home = mkdtempSync(join(scratch, 'home-'));
   chmodSync(home, 0o777);
-  const r = spawnSync('/usr/bin/setpriv', [
-    `--reuid=${String(NOBODY)}`, `--regid=${String(NOBODY)}`, '--clear-groups', '--',
-    '/usr/bin/env', '-i', `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, `HOME=${home}`, `FUSION_HOME=${join(home, 'fusion')}`,
+  // In a private mount namespace, so the bind is gone with the command.
+  const script = [
+    'set -e', 'mount --bind "$PKG" "$VIEW"', 'set +e',
+    `exec /usr/bin/setpriv --reuid=${String(NOBODY)} --regid=${String(NOBODY)} --clear-groups -- /usr/bin/env -i "PATH=$CHILD_PATH" "HOME=$CHILD_HOME" "FUSION_HOME=$CHILD_HOME/fusion" "$@"`,
+  ].join('\n');
+  const r = spawnSync('unshare', ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh',
     ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
-    process.execPath, CLI, 'sandbox', 'exec', '--backend', backend, '--repo', scratch, '--', 'node', '-e', '0',
-  ], { encoding: 'utf8', cwd: scratch, timeout: 60_000 });
+    process.execPath, join(view, 'dist', 'src', 'cli', 'main.js'), 'sandbox', 'exec', '--backend', backend, '--repo', scratch, '--', 'node', '-e', '0',
+  ], {
+    encoding: 'utf8', cwd: scratch, timeout: 60_000,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', PKG: ROOT, VIEW: view, CHILD_PATH: process.env.PATH ?? '/usr/bin:/bin', CHILD_HOME: home },
+  });
   return { code: r.status, stderr: r.stderr };
 }
 
