@@ -151,6 +151,17 @@ async function submit(workflow: Workflow, args: ParsedArgs, env: Env, io: Io): P
     if (Object.keys(options).length === 0) delete (body as { options?: unknown }).options;
     client = new FusionClient(embedded.socketPath);
     io.stderr(`(no daemon was running: started an embedded one on ${embedded.socketPath})\n`);
+  } else {
+    // The egress seams configure a daemon: one already running fetches with its own, so flags it
+    // lacks would be ignored in silence (every source then "not read"). Refused instead.
+    const { egressResolve = [], egressAllowCidrs = [] } = daemonConfigInput(args, {});
+    if (egressResolve.length > 0 || egressAllowCidrs.length > 0) {
+      const { daemonSeamsMissing } = await import('../mcp/daemon-seams.js');
+      const { missing, shown } = await daemonSeamsMissing(client, { resolve: egressResolve, allowCidrs: egressAllowCidrs });
+      if (missing.length > 0) {
+        throw usageError(`${missing.join(', ')} configure the daemon that fetches, and the daemon at ${client.socketPath} is already running ${shown ? 'without them' : '(and does not show its egress settings to this user)'}: start that daemon with the same flags, or stop it and use --wait (an embedded daemon takes them)`);
+      }
+    }
   }
   let onInterrupt: (() => void) | undefined;
   try {

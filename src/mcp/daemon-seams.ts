@@ -26,16 +26,25 @@ function seamsMissing(seams: EgressSeams, health: Record<string, unknown>): stri
   ];
 }
 
+/**
+ * The seams of `seams` that the running daemon `client` talks to lacks, and whether it shows its
+ * egress settings to this caller at all (a non-privileged caller is not shown them).
+ */
+export async function daemonSeamsMissing(client: FusionClient, seams: EgressSeams): Promise<{ missing: string[]; shown: boolean }> {
+  const health = (await client.health()) as unknown as Record<string, unknown>;
+  return { missing: seamsMissing(seams, health), shown: health.egress !== undefined };
+}
+
 export function daemonSeamsCheck(client: FusionClient, seams: EgressSeams | undefined): DaemonSeamsCheck {
   return async (tool) => {
     if (seams === undefined || (seams.resolve.length === 0 && seams.allowCidrs.length === 0)) return;
     // A daemon this session started was given the same seams.
     if ((await client.connect()).embedded) return;
-    const missing = seamsMissing(seams, (await client.health()) as unknown as Record<string, unknown>);
+    const { missing, shown } = await daemonSeamsMissing(client, seams);
     if (missing.length === 0) return;
     throw new FusionError(
       'invalid_config',
-      `${tool}: fusion mcp was started with ${missing.join(', ')}, but ${tool === 'research_run' ? 'research runs are crawled' : "fusion_research's sources are fetched"} by the daemon at ${client.describe()}, which ${((await client.health()) as unknown as Record<string, unknown>).egress === undefined ? 'does not show its egress settings to this user' : 'does not have them'}: start that daemon with the same flags, or run fusion mcp with no daemon running (it then starts its own with them). web_read, web_crawl and web_search use fusion mcp's seams.`,
+      `${tool}: fusion mcp was started with ${missing.join(', ')}, but ${tool === 'research_run' ? 'research runs are crawled' : "fusion_research's sources are fetched"} by the daemon at ${client.describe()}, which ${shown ? 'does not have them' : 'does not show its egress settings to this user'}: start that daemon with the same flags, or run fusion mcp with no daemon running (it then starts its own with them). web_read, web_crawl and web_search use fusion mcp's seams.`,
       { details: { missing } },
     );
   };

@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runCommand, type RunResult } from '../../helpers/cli.js';
 
 const ROOT = join(__dirname, '..', '..', '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
@@ -67,4 +68,32 @@ describe('fusion names the file that cannot be used', () => {
     const r = fusion(['audit', 'verify', missing]);
     expect({ code: r.code, stderr: r.stderr.trim().split('\n').pop() }).toEqual({ code: 2, stderr: `fusion: invalid_input: FILE ${missing}: no such file` });
   });
+});
+
+describe('egress seams given to a CLI whose daemon already runs', () => {
+  it('are refused (exit 2) naming them when that daemon lacks them, never ignored in silence; a daemon that has them takes the task', async () => {
+    const { startDaemon, buildConfig } = await import('../../../src/main.js');
+    const { silentLogger } = await import('../../../src/log.js');
+    // A runner that does nothing until stopped: only the submit path is asked.
+    const runner = { run: ({ signal }: { signal: AbortSignal }) => new Promise<never>((_r, reject) => signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true })) };
+    // Run asynchronously: the daemon answering it lives in this process.
+    const research = (socket: string): Promise<RunResult> => runCommand(process.execPath, [CLI, 'research', '--source', 'http://vm.test:18080/a.html', '--purpose', 'API docs', '--objective', 'What limits apply', '--background', 'A client', '--deliverable', 'The limits', '--resolve', 'vm.test:127.0.0.2', '--allow-cidr', '127.0.0.2/32', '--repo', REPO, '--socket', socket, '--json'],
+      { env: { ...process.env, FUSION_HOME: join(base, 'seams-client') }, timeoutMs: 30_000 });
+    for (const seams of [false, true]) {
+      const home = join(base, seams ? 'with-seams' : 'no-seams');
+      const daemon = await startDaemon(buildConfig({ home, socketPath: join(home, 'fusion.sock'), logLevel: 'silent', ...(seams ? { egressResolve: ['vm.test:127.0.0.2'], egressAllowCidrs: ['127.0.0.2/32'] } : {}) }), { runner, log: silentLogger() });
+      try {
+        const r = await research(daemon.socketPath);
+        if (seams) {
+          expect(r.code, r.stderr).toBe(0);
+          expect(JSON.parse(r.stdout).taskId).toMatch(/^research-/);
+        } else {
+          expect(r.code, r.stderr).toBe(2);
+          expect(r.stderr).toContain(`--resolve vm.test:127.0.0.2, --allow-cidr 127.0.0.2/32 configure the daemon that fetches, and the daemon at ${daemon.socketPath} is already running without them`);
+        }
+      } finally {
+        await daemon.close();
+      }
+    }
+  }, 60_000);
 });
