@@ -43,9 +43,10 @@ describe('Bree stage scheduler', () => {
       maxOldGenerationSizeMb: extra.heapMb ?? 64,
       ...(extra.signal ? { signal: extra.signal } : {}),
     });
+  // Only whole lines: a worker may have created the file, or be writing its line, right now.
   const lines = (): RunLine[] =>
     existsSync(join(dir, 'runs'))
-      ? readFileSync(join(dir, 'runs'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as RunLine)
+      ? readFileSync(join(dir, 'runs'), 'utf8').split('\n').slice(0, -1).map((l) => JSON.parse(l) as RunLine)
       : [];
 
   it("names the evaluator, repair and merger in Bree's job list", async () => {
