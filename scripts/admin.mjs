@@ -49,7 +49,11 @@ try {
         .filter(([, v]) => v !== undefined)
         .map(([k, v]) => `${k} ${v}`);
       if (key === 'sandbox' && 'sandboxImage' in health) fields.push(`image ${health.sandboxImage ?? 'none (not Docker)'}`);
-      if (fields.length > 0) process.stdout.write(`  ${key}: ${fields.join(', ').slice(0, 240)}\n`);
+      // Advice for the admin (a stale child image) gets a line of its own, whole.
+      const warning = typeof value.warning === 'string' ? value.warning : undefined;
+      const shown = warning === undefined ? fields : fields.filter((f) => !f.startsWith('warning '));
+      if (shown.length > 0) process.stdout.write(`  ${key}: ${shown.join(', ').slice(0, 240)}\n`);
+      if (warning !== undefined) process.stdout.write(`  ${key} WARNING: ${warning}\n`);
     }
     process.stdout.write(`\n${tasksTable(tasks, Date.now(), process.stdout.isTTY ? process.stdout.columns : 160)}`);
     process.stdout.write('(full health and task JSON: make status-json)\n');

@@ -65,7 +65,9 @@ export function apiContextOf(inputs: ApiInputs): ApiContext {
     sandbox: async () => {
       try {
         const l = await sandboxes.launcherFor('auto');
-        return { backend: l.name, ok: true };
+        // A backend that works may still have advice for the admin (a stale child image).
+        const { warning } = await l.check().catch(() => ({ warning: undefined }));
+        return { backend: l.name, ok: true, ...(warning !== undefined ? { warning } : {}) };
       } catch (err) {
         return { ok: false, reason: (err as Error).message };
       }
