@@ -53,7 +53,9 @@ screenshots: setup
 # The child image too (image-ready: built or refreshed when an engine answers, so `auto` never
 # picks an image of other child code); `@` keeps make's echo of the command off stdout, which is
 # the answer's.
-run: setup image-ready
+# Set-up output (npm, node-gyp, tsc, the image build) goes to stderr: stdout is the answer alone.
+run:
+	@$(MAKE) --no-print-directory setup image-ready >&2
 	@node dist/src/cli/main.js investigate --repo $(CURDIR) --wait \
 	  --objective "Find where the task state machine and its transition table are implemented" \
 	  --background "The daemon moves each Fusion task through the states of its task state machine (see docs/behaviour.md#b2)" \
